@@ -1,0 +1,192 @@
+"""Which custom classes and functions a Keras config needs, and where they are.
+
+Keras resolves its own classes by name. Anything else a config names (an
+unregistered layer, a subclassed model, an activation, a loss, an
+initializer...) must be handed to Keras as ``custom_objects`` on load. We put
+those objects themselves into the payload: plain pickle stores them as import
+references, cloudpickle ships ``__main__``-defined ones by value.
+"""
+
+from __future__ import annotations
+
+import sys
+import types
+from collections.abc import Iterator
+from typing import Any
+
+import keras
+
+from .errors import CustomObjectError
+
+_MAIN_MODULES = ("__main__", "__mp_main__")
+
+
+def iter_object_refs(config: Any) -> Iterator[dict]:
+    """Every ``{"module", "class_name", ...}`` entry in a serialized config."""
+    stack = [config]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            if "class_name" in node and "module" in node:
+                yield node
+            stack.extend(node.values())
+        elif isinstance(node, (list, tuple)):
+            stack.extend(node)
+
+
+def is_keras_builtin(ref: dict) -> bool:
+    module = ref.get("module")
+    class_name = ref.get("class_name")
+    if not isinstance(class_name, str) or class_name.startswith("__"):
+        return True  # tuples, numpy arrays, lambdas: serialized inline
+    if module == "builtins":
+        # Keras records some custom functions (a Dense activation, say) with
+        # module "builtins" and only their name; it then searches its own
+        # modules for that name, as we do here.
+        return class_name != "function" or _keras_builtin_function(ref_name(ref)) is not None
+    if isinstance(module, str) and (module == "keras" or module.startswith("keras.")):
+        return not ref.get("registered_name") or ref.get("registered_name") in (
+            class_name,
+            ref.get("config"),
+        )
+    return False
+
+
+_KERAS_FUNCTION_MODULES = (
+    "activations",
+    "constraints",
+    "initializers",
+    "losses",
+    "metrics",
+    "optimizers",
+    "regularizers",
+)
+
+
+def _keras_builtin_function(name: str) -> Any:
+    from keras.src.api_export import get_symbol_from_name
+
+    for module in _KERAS_FUNCTION_MODULES:
+        obj = get_symbol_from_name(f"keras.{module}.{name}")
+        if obj is not None:
+            return obj
+    return None
+
+
+def ref_name(ref: dict) -> str:
+    """The Python name of the class or function a config entry names."""
+    if ref.get("class_name") == "function":
+        return str(ref.get("config"))
+    return str(ref.get("class_name"))
+
+
+def lookup_keys(ref: dict) -> set[str]:
+    """Every key under which Keras may look this object up in custom_objects."""
+    keys = {ref_name(ref)}
+    if ref.get("registered_name"):
+        keys.add(str(ref["registered_name"]))
+    return keys
+
+
+def collect(config: dict, live_roots: list[Any]) -> dict[str, Any]:
+    """Map every custom-object lookup key in ``config`` to its object.
+
+    ``live_roots`` are the objects the config was produced from; classes and
+    functions found on them resolve names that no module exposes (classes
+    defined inside functions, for example).
+
+    Raises :class:`CustomObjectError` naming an object that cannot be found.
+    """
+    live: dict[str, list[Any]] | None = None
+    found: dict[str, Any] = {}
+    for ref in iter_object_refs(config):
+        if is_keras_builtin(ref):
+            continue
+        keys = lookup_keys(ref)
+        if keys <= found.keys():
+            continue
+        obj = _from_registry(ref) or _from_module(ref)
+        if obj is None:
+            if live is None:
+                live = _live_index(live_roots)
+            obj = _from_live(ref, live)
+        if obj is None:
+            name, module = ref_name(ref), ref.get("module")
+            raise CustomObjectError(
+                f"Cannot pickle: the config names {ref.get('class_name')} '{name}' "
+                f"(module {module or '__main__'}), which is neither a Keras object nor "
+                "reachable by import. Define it at module level (or register it with "
+                "@keras.saving.register_keras_serializable()).",
+                name=name,
+                module=module,
+            )
+        for key in keys:
+            found[key] = obj
+    return found
+
+
+def _from_registry(ref: dict) -> Any:
+    registered = ref.get("registered_name")
+    if not registered:
+        return None
+    return keras.saving.get_registered_object(registered)
+
+
+def _from_module(ref: dict) -> Any:
+    module_name = ref.get("module") or "__main__"
+    if module_name == "builtins":
+        return None
+    module = sys.modules.get(module_name)
+    if module is None:
+        return None
+    name = ref_name(ref)
+    obj = getattr(module, name, None)
+    if obj is not None and getattr(obj, "__name__", None) == name:
+        return obj
+    return None
+
+
+def _from_live(ref: dict, live: dict[str, list[Any]]) -> Any:
+    module = ref.get("module")
+    for obj in live.get(ref_name(ref), ()):
+        obj_module = getattr(obj, "__module__", None)
+        if obj_module == module or module == "builtins" or (module is None and obj_module in _MAIN_MODULES):
+            return obj
+    return None
+
+
+def _live_index(roots: list[Any]) -> dict[str, list[Any]]:
+    """Classes and functions reachable from ``roots``, indexed by name."""
+    index: dict[str, list[Any]] = {}
+    seen: set[int] = set()
+
+    def add(value: Any, depth: int) -> None:
+        if id(value) in seen or depth > 3:
+            return
+        seen.add(id(value))
+        if isinstance(value, (types.FunctionType, type)):
+            index.setdefault(value.__name__, []).append(value)
+            return
+        if isinstance(value, (list, tuple)):
+            for item in value:
+                add(item, depth + 1)
+            return
+        if isinstance(value, dict):
+            for item in value.values():
+                add(item, depth + 1)
+            return
+        cls = type(value)
+        if cls.__module__.startswith(("builtins", "numpy")):
+            return
+        index.setdefault(cls.__name__, []).append(cls)
+        for attr in getattr(value, "__dict__", {}).values():
+            add(attr, depth + 1)
+
+    for root in roots:
+        layers = root._flatten_layers() if hasattr(root, "_flatten_layers") else [root]
+        for layer in layers:
+            add(layer, 0)
+        compile_config = getattr(root, "_compile_config", None)
+        if compile_config is not None:
+            add(getattr(compile_config, "config", None), 0)
+    return index

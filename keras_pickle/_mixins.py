@@ -1,0 +1,241 @@
+"""The pickle protocol for Keras classes, and ``install()`` / ``uninstall()``.
+
+Each mixin is usable on its own (``class MyModel(LayerPickleMixin,
+keras.Model)``); ``install()`` copies the mixins' protocol methods onto
+Keras's own base classes so that ``pickle``, ``copy``, joblib, cloudpickle
+and friends use keras_pickle for every Keras object.
+
+A class that defines its own ``__reduce__`` / ``__reduce_ex__`` keeps it:
+keras_pickle only supplies the protocol where Keras's would apply.
+"""
+
+from __future__ import annotations
+
+import pickle
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from . import _copy, _format, _payload
+from .errors import PickleRefusedError
+
+_PROTOCOL_ATTRS = ("__reduce_ex__", "__reduce__", "__deepcopy__", "__copy__")
+_MARK = "__keras_pickle__"
+
+
+def _ours(function: Callable) -> Callable:
+    setattr(function, _MARK, True)
+    return function
+
+
+def _public_name(cls: type) -> str:
+    """``keras.optimizers.Adam`` rather than ``keras.src.optimizers.adam.Adam``."""
+    from keras.src.api_export import get_name_from_symbol
+
+    return get_name_from_symbol(cls) or f"{cls.__module__}.{cls.__qualname__}"
+
+
+def _user_reducer(obj: Any) -> Callable[[int], Any] | None:
+    """The pickling hook a user class below the Keras base defines, if any."""
+    for cls in type(obj).__mro__:
+        hooks = [cls.__dict__.get(name) for name in ("__reduce_ex__", "__reduce__")]
+        if any(getattr(hook, _MARK, False) for hook in hooks):
+            return None
+        if cls.__module__.startswith(("keras.", "builtins")) or not any(hooks):
+            continue
+        reduce_ex, reduce = hooks
+        if reduce_ex is not None:
+            return lambda protocol: reduce_ex(obj, protocol)
+        return lambda protocol: reduce(obj)
+    return None
+
+
+class LayerPickleMixin:
+    """Pickle a layer or model as a keras_pickle payload; copy it in-process.
+
+    ``pickle`` stores config, every variable (weights, optimizer state, RNG
+    seed state, lookup tables and vocabularies) and the custom objects the
+    config needs. ``copy.deepcopy`` and ``copy.copy`` both return an
+    independent copy that shares no variable with the original.
+    """
+
+    @_ours
+    def __reduce_ex__(self, protocol):
+        custom = _user_reducer(self)
+        if custom is not None:
+            return custom(protocol)
+        return _format.restore, _payload.layer_payload(self, protocol)
+
+    @_ours
+    def __reduce__(self):
+        return self.__reduce_ex__(pickle.DEFAULT_PROTOCOL)
+
+    @_ours
+    def __deepcopy__(self, memo):
+        return _copy.copy_layer(self, memo)
+
+    @_ours
+    def __copy__(self):
+        return _copy.copy_layer(self, {})
+
+
+class LossPickleMixin:
+    """Pickle a (stateless) loss as its config plus the custom objects it names."""
+
+    @_ours
+    def __reduce_ex__(self, protocol):
+        custom = _user_reducer(self)
+        if custom is not None:
+            return custom(protocol)
+        return _format.restore, _payload.config_payload(self, _payload.KIND_LOSS)
+
+    @_ours
+    def __reduce__(self):
+        return self.__reduce_ex__(pickle.DEFAULT_PROTOCOL)
+
+
+def _refusal(why: str, instead: str) -> tuple[Callable, Callable]:
+    """``__reduce_ex__`` / ``__reduce__`` that refuse with ``why`` and ``instead``.
+
+    The hooks are closures, not methods reading class attributes, because
+    ``install()`` copies them onto Keras classes that lack those attributes.
+    """
+
+    @_ours
+    def __reduce_ex__(self, protocol):
+        custom = _user_reducer(self)
+        if custom is not None:
+            return custom(protocol)
+        cls = type(self)
+        raise PickleRefusedError(f"Refusing to pickle {_public_name(cls)}: {why} {instead}", obj_type=cls)
+
+    @_ours
+    def __reduce__(self):
+        return self.__reduce_ex__(pickle.DEFAULT_PROTOCOL)
+
+    return __reduce_ex__, __reduce__
+
+
+class OptimizerPickleMixin:
+    """Refuse to pickle an optimizer; deep-copy it with its iterations and slots."""
+
+    __reduce_ex__, __reduce__ = _refusal(
+        why="an optimizer's state (its iterations and one slot per model weight) belongs to "
+        "the variables of the model it trains and would not survive pickling on its own.",
+        instead="Pickle the compiled model instead (it carries its optimizer with the full "
+        "optimizer state), or pass the class and its config: "
+        "(type(optimizer), optimizer.get_config()).",
+    )
+
+    @_ours
+    def __deepcopy__(self, memo):
+        return _copy.copy_optimizer(self, memo)
+
+
+class MetricPickleMixin:
+    """Refuse to pickle a metric; deep-copy it with its accumulated state."""
+
+    __reduce_ex__, __reduce__ = _refusal(
+        why="a metric's accumulated state (its variables) is not part of its config and would be silently reset.",
+        instead="Pickle the compiled model (its compile config recreates its metrics), send the value "
+        "(float(metric.result())), or pass the class and its config: "
+        "(type(metric), metric.get_config()).",
+    )
+
+    @_ours
+    def __deepcopy__(self, memo):
+        return _copy.copy_metric(self, memo)
+
+
+class CallbackPickleMixin:
+    """Refuse to pickle a callback; deep-copy it attribute by attribute."""
+
+    __reduce_ex__, __reduce__ = _refusal(
+        why="a callback's runtime state (the model it is attached to, counters, open "
+        "writers) is not part of any config and would not survive.",
+        instead="Pass the class and its arguments and create the callback where it runs, "
+        "e.g. functools.partial(keras.callbacks.EarlyStopping, patience=3).",
+    )
+
+    @_ours
+    def __deepcopy__(self, memo):
+        return _copy.copy_plain(self, memo)
+
+
+# --------------------------------------------------------------------------
+# install / uninstall
+# --------------------------------------------------------------------------
+
+_MISSING = object()
+_lock = threading.RLock()
+_originals: dict[tuple[type, str], Any] = {}
+_uninstalled_explicitly = False
+
+
+def _targets() -> list[tuple[type, type]]:
+    import keras
+
+    return [
+        (keras.Layer, LayerPickleMixin),
+        # scikeras patches Model directly; Model's own attributes must be ours.
+        (keras.Model, LayerPickleMixin),
+        (keras.losses.Loss, LossPickleMixin),
+        (keras.optimizers.Optimizer, OptimizerPickleMixin),
+        (keras.metrics.Metric, MetricPickleMixin),
+        (keras.callbacks.Callback, CallbackPickleMixin),
+    ]
+
+
+def _patches() -> list[tuple[type, str, Callable]]:
+    patches = []
+    for cls, mixin in _targets():
+        for klass in mixin.__mro__:
+            for name in _PROTOCOL_ATTRS:
+                if name in klass.__dict__ and not any(p[:2] == (cls, name) for p in patches):
+                    patches.append((cls, name, klass.__dict__[name]))
+    return patches
+
+
+def install() -> None:
+    """Make ``pickle`` and ``copy`` use keras_pickle for Keras objects.
+
+    Idempotent. Calling it again re-applies any hook that another library
+    replaced since (scikeras, for example, patches ``keras.Model``).
+    """
+    global _uninstalled_explicitly
+    with _lock:
+        for cls, name, function in _patches():
+            if cls.__dict__.get(name, _MISSING) is function:
+                continue
+            _originals.setdefault((cls, name), cls.__dict__.get(name, _MISSING))
+            setattr(cls, name, function)
+        _uninstalled_explicitly = False
+
+
+def uninstall() -> None:
+    """Restore exactly the hooks Keras's classes had before ``install()``."""
+    global _uninstalled_explicitly
+    with _lock:
+        for (cls, name), original in _originals.items():
+            if original is _MISSING:
+                if name in cls.__dict__:
+                    delattr(cls, name)
+            else:
+                setattr(cls, name, original)
+        _originals.clear()
+        _uninstalled_explicitly = True
+
+
+def is_installed() -> bool:
+    """True when every keras_pickle hook is in place on Keras's classes."""
+    return all(cls.__dict__.get(name) is function for cls, name, function in _patches())
+
+
+def install_on_first_load() -> None:
+    """Install when a payload is loaded, unless the user uninstalled explicitly.
+
+    A worker that receives a keras_pickle payload then sends its results back
+    in the same format.
+    """
+    if not _uninstalled_explicitly and not is_installed():
+        install()

@@ -1,0 +1,69 @@
+"""Per-call options that reach reducers and the reconstructor.
+
+``pickle`` gives ``__reduce_ex__`` and the reconstructor no way to receive
+arguments from ``keras_pickle.dumps`` / ``loads``. These context variables
+carry them, scoped to one call and safe across threads and asyncio tasks.
+Plain ``pickle.dumps`` / ``pickle.loads`` see the defaults.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import dataclasses
+from collections.abc import Iterator
+
+
+@dataclasses.dataclass(frozen=True)
+class DumpOptions:
+    checksum: bool = False
+
+
+@dataclasses.dataclass
+class LoadOptions:
+    # Plain ``pickle.loads`` is unsafe by nature; keras_pickle.loads opts in.
+    safe_mode: bool = False
+    # Counts the keras_pickle payloads restored during one load call.
+    restored: int = 0
+
+
+_dump_options: contextvars.ContextVar[DumpOptions] = contextvars.ContextVar(
+    "keras_pickle_dump_options",
+    default=DumpOptions(),  # noqa: B039 (frozen)
+)
+_load_options: contextvars.ContextVar[LoadOptions | None] = contextvars.ContextVar(
+    "keras_pickle_load_options", default=None
+)
+
+
+def dump_options() -> DumpOptions:
+    return _dump_options.get()
+
+
+def load_options() -> LoadOptions:
+    """The options of the enclosing ``keras_pickle.loads`` call, or defaults."""
+    return _load_options.get() or LoadOptions()
+
+
+@contextlib.contextmanager
+def dumping(options: DumpOptions) -> Iterator[DumpOptions]:
+    token = _dump_options.set(options)
+    try:
+        yield options
+    finally:
+        _dump_options.reset(token)
+
+
+@contextlib.contextmanager
+def loading(options: LoadOptions) -> Iterator[LoadOptions]:
+    token = _load_options.set(options)
+    try:
+        yield options
+    finally:
+        _load_options.reset(token)
+
+
+def note_restored() -> None:
+    options = _load_options.get()
+    if options is not None:
+        options.restored += 1

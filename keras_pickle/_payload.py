@@ -1,0 +1,190 @@
+"""Keras objects to payloads and back: what ``__reduce_ex__`` and ``restore`` do."""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any
+
+import keras
+from keras.src.models.functional import Functional
+
+from . import _custom_objects, _format, _rebuild, _safe, _state
+from ._options import dump_options
+from .errors import KerasPickleError, KerasPicklingError, KerasUnpicklingError, UnrecoverableConfigError
+
+KIND_LAYER = "layer"
+KIND_LOSS = "loss"
+
+
+def layer_payload(layer: Any, protocol: int) -> tuple[dict, dict]:
+    """The payload of a layer or model: config, every variable, custom objects."""
+    check_constructor_recoverable(layer)
+    config = _serialize(layer)
+    state = _state.capture(layer)
+    body = {
+        "config": _rebuild.config_to_json(config, layer),
+        "variables": [_format.encode_array(path, a, protocol) for path, a in state.variables],
+        "optimizer_variables": [_format.encode_array(path, a, protocol) for path, a in state.optimizer_variables],
+        "layer_states": [
+            (
+                s.index,
+                [_format.encode_array(key, a, protocol) for key, a in s.own_variables],
+                s.assets,
+            )
+            for s in state.layer_states
+        ],
+        "custom_objects": _custom_objects.collect(config, [layer]),
+    }
+    header = _format.make_header(obj=layer, kind=KIND_LAYER, body=body, checksum=dump_options().checksum)
+    return header, body
+
+
+def config_payload(obj: Any, kind: str) -> tuple[dict, dict]:
+    """The payload of a stateless object (a Loss): config and custom objects."""
+    config = _serialize(obj)
+    body = {
+        "config": _rebuild.config_to_json(config, obj),
+        "custom_objects": _custom_objects.collect(config, [obj]),
+    }
+    header = _format.make_header(obj=obj, kind=kind, body=body, checksum=dump_options().checksum)
+    return header, body
+
+
+def object_from_payload(header: dict, body: dict, *, safe_mode: bool) -> Any:
+    custom_objects = body.get("custom_objects") or {}
+    if not isinstance(custom_objects, dict):
+        raise KerasUnpicklingError("Corrupt keras_pickle payload: custom_objects is not a dict.")
+    custom_objects = {str(name): _safe.unwrap(obj) for name, obj in custom_objects.items()}
+    obj = _rebuild.from_config(body["config"], custom_objects, safe_mode=safe_mode)
+    if header.get("kind") == KIND_LAYER:
+        _state.apply(obj, decode_state(body))
+    return obj
+
+
+def decode_state(body: dict) -> _state.CapturedState:
+    return _state.CapturedState(
+        variables=[_format.decode_array(e) for e in body.get("variables", ())],
+        optimizer_variables=[_format.decode_array(e) for e in body.get("optimizer_variables", ())],
+        layer_states=[
+            _state.LayerState(
+                index=index,
+                own_variables=[_format.decode_array(e) for e in own],
+                assets=[(str(path), bytes(content)) for path, content in assets],
+            )
+            for index, own, assets in body.get("layer_states", ())
+        ],
+    )
+
+
+def _serialize(obj: Any) -> dict:
+    try:
+        return _rebuild.config_of(obj)
+    except KerasPickleError:
+        raise
+    except NotImplementedError as e:
+        raise UnrecoverableConfigError(
+            f"Cannot pickle {type(obj).__name__}: Keras cannot produce its config ({e}). "
+            "Add a get_config() method that returns its constructor arguments.",
+            class_name=type(obj).__name__,
+        ) from e
+    except Exception as e:
+        raise KerasPicklingError(
+            f"Cannot pickle {type(obj).__name__}: serializing its config failed with {type(e).__name__}: {e}",
+            original_error=e,
+        ) from e
+
+
+# --------------------------------------------------------------------------
+# Constructor arguments that a config would lose
+# --------------------------------------------------------------------------
+
+
+def check_constructor_recoverable(obj: Any) -> None:
+    """Refuse, at dump time, an object whose config cannot rebuild it.
+
+    ``keras.Model.__new__`` drops constructor arguments, so a Model subclass
+    without ``get_config()`` is recorded with its *default* arguments; Keras
+    would later fail with a confusing variable-count error, or worse, rebuild
+    a different model. Layers rebuilt from a config are checked: the object
+    itself and, recursively, the layers a Functional / Sequential config lists.
+    Sublayers created by a constructor are rebuilt by that constructor.
+    """
+    stack = [obj]
+    while stack:
+        layer = stack.pop()
+        if isinstance(layer, (keras.Sequential, Functional)):
+            stack.extend(layer.layers)
+        if type(layer).__module__.startswith("keras."):
+            continue
+        if getattr(type(layer).get_config, "_is_default", False):
+            _check_auto_config(layer)
+        if type(layer).from_config.__func__.__module__.startswith("keras."):
+            _check_config_fits_constructor(layer)
+
+
+def _check_config_fits_constructor(layer: Any) -> None:
+    """Keras's default from_config is ``cls(**config)``: the config must bind."""
+    cls = type(layer)
+    try:
+        config = layer.get_config()
+    except Exception:
+        return  # Reported with its own message when the config is serialized.
+    if isinstance(layer, Functional) and "layers" in config:
+        return  # Revived by Keras's functional reconstruction, not cls(**config).
+    try:
+        inspect.signature(cls.__init__).bind(None, **config)
+    except TypeError as e:
+        raise UnrecoverableConfigError(
+            f"Cannot pickle {cls.__name__}: Keras rebuilds it as {cls.__name__}(**config), but "
+            f"its constructor does not accept its own config ({e}; config keys: "
+            f"{', '.join(config)}). Accept **kwargs in __init__ and pass them to "
+            "super().__init__(**kwargs), make get_config() return exactly the constructor "
+            "arguments, or define a from_config() classmethod.",
+            class_name=cls.__name__,
+        ) from e
+
+
+def _check_auto_config(layer: Any) -> None:
+    cls = type(layer)
+    hint = (
+        f"Add a get_config() to {cls.__name__} that returns its constructor arguments, e.g.\n\n"
+        "    def get_config(self):\n"
+        '        return {**super().get_config(), "units": self.units}\n\n'
+        "(and a from_config() classmethod if an argument is not a plain value)."
+    )
+    auto = getattr(layer, "_auto_config", None)
+    if auto is None:
+        required = [
+            name
+            for name, p in inspect.signature(cls.__init__).parameters.items()
+            if name != "self"
+            and p.default is inspect.Parameter.empty
+            and p.kind not in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
+        ]
+        if required:
+            raise UnrecoverableConfigError(
+                f"Cannot pickle {cls.__name__}: it has no get_config(), and Keras could not "
+                f"record its constructor arguments ({', '.join(required)}). {hint}",
+                class_name=cls.__name__,
+            )
+        return
+    if not isinstance(layer, keras.Model):
+        return  # Layer.__new__ records the real arguments.
+    recorded = dict(auto.config)
+    differing = []
+    for name, default in recorded.items():
+        if name in layer.__dict__:
+            try:
+                same = bool(layer.__dict__[name] == default)
+            except Exception:
+                same = False
+            if not same:
+                differing.append(f"{name}={layer.__dict__[name]!r}")
+    if differing:
+        raise UnrecoverableConfigError(
+            f"Cannot pickle {cls.__name__}: it has no get_config(), and Keras records only the "
+            f"default constructor arguments of Model subclasses, so this instance "
+            f"({', '.join(differing)}) would come back rebuilt with the defaults "
+            f"({', '.join(f'{k}={v!r}' for k, v in recorded.items())}). {hint}",
+            class_name=cls.__name__,
+        )

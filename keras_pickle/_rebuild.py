@@ -1,0 +1,65 @@
+"""Turn an object into its config and a config back into an object."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import keras
+from keras.src.saving import serialization_lib
+
+from .errors import KerasPicklingError, LambdaLayerError
+
+
+def config_of(obj: Any) -> dict:
+    """The object's full Keras config, with build and compile configs."""
+    with serialization_lib.ObjectSharingScope():
+        return serialization_lib.serialize_keras_object(obj)
+
+
+def config_to_json(config: dict, obj: Any) -> str:
+    try:
+        return json.dumps(config)
+    except TypeError as e:
+        raise KerasPicklingError(
+            f"Cannot pickle {type(obj).__name__}: its config is not JSON-serializable ({e}). "
+            "Make get_config() return plain Python values (numbers, strings, lists, dicts) "
+            "or serialized Keras objects (keras.saving.serialize_keras_object).",
+            original_error=e,
+        ) from e
+
+
+def from_config(config_json: str, custom_objects: dict[str, Any], *, safe_mode: bool) -> Any:
+    """Build a fresh object from a JSON config.
+
+    The config is decoded anew on every call: Keras's deserializer consumes
+    the dict it is given.
+    """
+    config = json.loads(config_json)
+    if safe_mode:
+        refuse_lambdas(config)
+    with (
+        serialization_lib.ObjectSharingScope(),
+        keras.saving.custom_object_scope(custom_objects),
+    ):
+        return serialization_lib.deserialize_keras_object(config, custom_objects=custom_objects, safe_mode=safe_mode)
+
+
+def refuse_lambdas(config: Any) -> None:
+    """Raise :class:`LambdaLayerError` for the first Lambda layer in ``config``."""
+    stack = [config]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            if node.get("class_name") == "Lambda" and str(node.get("module", "")).startswith("keras"):
+                inner = node.get("config")
+                name = inner.get("name", "?") if isinstance(inner, dict) else "?"
+                raise LambdaLayerError(
+                    f"Safe mode refused Lambda layer '{name}': loading it would run the Python "
+                    "code stored in the payload. If you trust the source of this payload, load "
+                    "it with keras_pickle.loads(data, safe_mode=False).",
+                    what=f"Lambda layer '{name}'",
+                )
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)

@@ -1,0 +1,180 @@
+"""Capture and restore every piece of state a Keras layer or model holds.
+
+* ``variables``: ``obj.variables`` in order. That is every weight, every
+  non-trainable variable (BatchNormalization statistics, Normalization
+  mean/variance) and every ``SeedGenerator`` state (Dropout & co).
+* ``optimizer_variables``: ``obj.optimizer.variables`` (iterations, learning
+  rate, slots) of a compiled model.
+* ``layer_states``: for layers that keep state outside Keras variables
+  (``save_assets`` such as StringLookup / TextVectorization vocabularies, or a
+  custom ``save_own_variables``), what Keras's own saving hooks write.
+
+Variables are matched by position, and every position is checked for shape
+and dtype: Keras orders ``obj.variables`` deterministically from the config,
+while paths carry auto-generated names (``seed_generator_3``) that differ
+between processes. Paths are kept for errors and inspection.
+
+Metric state of a compiled model (the running totals of ``model.metrics``) is
+not captured: Keras resets it at the start of every ``fit`` / ``evaluate``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import tempfile
+from typing import Any
+
+import numpy as np
+
+from . import _backend
+from .errors import StateMismatchError
+
+
+@dataclasses.dataclass
+class LayerState:
+    index: int
+    own_variables: list[tuple[str, np.ndarray]]
+    assets: list[tuple[str, bytes]]
+
+
+@dataclasses.dataclass
+class CapturedState:
+    variables: list[tuple[str, np.ndarray]]
+    optimizer_variables: list[tuple[str, np.ndarray]]
+    layer_states: list[LayerState]
+
+
+def capture(obj: Any) -> CapturedState:
+    """Every piece of ``obj``'s state, as numpy arrays (which may alias variables)."""
+    return _collect(obj, _backend.to_numpy)
+
+
+def _collect(obj: Any, read) -> CapturedState:
+    optimizer = _optimizer_of(obj)
+    return CapturedState(
+        variables=[(v.path, read(v)) for v in obj.variables],
+        optimizer_variables=[(v.path, read(v)) for v in optimizer.variables] if optimizer is not None else [],
+        layer_states=[_capture_layer(i, layer) for i, layer in _hooked_layers(obj)],
+    )
+
+
+def apply(obj: Any, state: CapturedState) -> None:
+    """Load ``state`` into ``obj``, a freshly rebuilt copy of the original."""
+    assign_in_order(list(obj.variables), state.variables, owner=_describe(obj))
+    layers = _flat_layers(obj)
+    for layer_state in state.layer_states:
+        if not 0 <= layer_state.index < len(layers):
+            raise StateMismatchError(
+                f"The payload holds state for layer #{layer_state.index}, but the rebuilt "
+                f"{_describe(obj)} has only {len(layers)} layers."
+            )
+        _apply_layer(layers[layer_state.index], layer_state)
+    for layer in layers:
+        # Preprocessing layers (Normalization, Discretization...) derive
+        # tensors from their variables; Keras's loader runs this step too.
+        if callable(getattr(layer, "finalize_state", None)):
+            layer.finalize_state()
+    if state.optimizer_variables:
+        optimizer = _optimizer_of(obj)
+        if optimizer is None:
+            raise StateMismatchError(
+                f"The payload holds optimizer state, but the rebuilt {_describe(obj)} "
+                "has no optimizer: its compile config did not restore one."
+            )
+        if len(optimizer.variables) < len(state.optimizer_variables) and not optimizer.built:
+            optimizer.build(obj.trainable_variables)
+        assign_in_order(list(optimizer.variables), state.optimizer_variables, owner=f"optimizer of {_describe(obj)}")
+
+
+def transfer(src: Any, dst: Any) -> None:
+    """Copy every piece of ``src``'s state into ``dst``, its rebuilt twin, in-process."""
+    apply(dst, _collect(src, lambda variable: variable.value))
+
+
+def assign_in_order(targets: list, values: list[tuple[str, Any]], *, owner: str) -> None:
+    """Assign ``values`` (arrays or tensors) to ``targets`` position by position, checking each."""
+    if len(targets) != len(values):
+        raise StateMismatchError(
+            f"The payload holds {len(values)} variables for {owner}, but the object rebuilt "
+            f"from its config has {len(targets)}. The config does not describe the object "
+            "that was pickled: a custom layer or model whose get_config() omits a "
+            "constructor argument, or whose build() depends on something the config does "
+            "not record."
+        )
+    for variable, (path, array) in zip(targets, values):
+        if tuple(variable.shape) != tuple(array.shape):
+            raise StateMismatchError(
+                f"Variable '{path}' of {owner} has shape {tuple(array.shape)} in the payload "
+                f"but {tuple(variable.shape)} in the object rebuilt from its config "
+                f"('{variable.path}'). Check get_config() of the layer that owns it.",
+                path=path,
+            )
+        _backend.assign(variable, array)
+
+
+def _optimizer_of(obj: Any):
+    optimizer = getattr(obj, "optimizer", None)
+    if optimizer is None or not hasattr(optimizer, "variables"):
+        return None
+    return optimizer
+
+
+def _describe(obj: Any) -> str:
+    return f"{type(obj).__name__} '{getattr(obj, 'name', '?')}'"
+
+
+def _flat_layers(obj: Any) -> list:
+    if hasattr(obj, "_flatten_layers"):
+        return list(obj._flatten_layers(include_self=True, recursive=True))
+    return [obj]
+
+
+def _has_custom_hooks(layer: Any) -> bool:
+    """Layers whose state Keras's variables do not fully describe."""
+    if hasattr(layer, "save_assets"):
+        return True
+    for name in ("save_own_variables", "load_own_variables"):
+        hook = getattr(type(layer), name, None)
+        if hook is not None and not hook.__module__.startswith("keras."):
+            return True
+    return False
+
+
+def _hooked_layers(obj: Any):
+    for index, layer in enumerate(_flat_layers(obj)):
+        if _has_custom_hooks(layer):
+            yield index, layer
+
+
+def _capture_layer(index: int, layer: Any) -> LayerState:
+    store: dict[str, Any] = {}
+    layer.save_own_variables(store)
+    own_variables = [(str(key), _backend.to_numpy(value)) for key, value in store.items()]
+    assets: list[tuple[str, bytes]] = []
+    if hasattr(layer, "save_assets"):
+        with tempfile.TemporaryDirectory(prefix="keras_pickle_assets_") as directory:
+            layer.save_assets(directory)
+            for root, _dirs, files in os.walk(directory):
+                for name in sorted(files):
+                    full = os.path.join(root, name)
+                    with open(full, "rb") as f:
+                        assets.append((os.path.relpath(full, directory).replace(os.sep, "/"), f.read()))
+    return LayerState(index=index, own_variables=own_variables, assets=assets)
+
+
+def _apply_layer(layer: Any, state: LayerState) -> None:
+    # Keras's own loader calls load_own_variables before load_assets.
+    if state.own_variables:
+        layer.load_own_variables(dict(state.own_variables))
+    if state.assets and hasattr(layer, "load_assets"):
+        with tempfile.TemporaryDirectory(prefix="keras_pickle_assets_") as directory:
+            root = os.path.realpath(directory)
+            for relative, content in state.assets:
+                target = os.path.realpath(os.path.join(root, relative))
+                if not target.startswith(root + os.sep):
+                    raise StateMismatchError(f"Refusing asset path outside its directory: {relative!r}.")
+                os.makedirs(os.path.dirname(target), exist_ok=True)
+                with open(target, "wb") as f:
+                    f.write(content)
+            layer.load_assets(directory)

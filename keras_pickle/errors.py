@@ -1,0 +1,126 @@
+"""The one exception family of keras_pickle.
+
+Every error keras_pickle raises derives from :class:`KerasPickleError`.
+Errors raised while pickling also derive from :class:`pickle.PicklingError`,
+errors raised while loading also derive from :class:`pickle.UnpicklingError`,
+so existing ``except pickle.PicklingError`` clauses keep working.
+"""
+
+from __future__ import annotations
+
+import pickle
+
+__all__ = [
+    "KerasPickleError",
+    "KerasPicklingError",
+    "KerasUnpicklingError",
+    "PickleRefusedError",
+    "UnrecoverableConfigError",
+    "CustomObjectError",
+    "NotAPayloadError",
+    "FormatVersionError",
+    "UnsafePayloadError",
+    "LambdaLayerError",
+    "StateMismatchError",
+    "ChecksumMismatchError",
+]
+
+
+class KerasPickleError(Exception):
+    """Base class of every keras_pickle error.
+
+    ``original_error`` holds the exception that caused this one, if any.
+    """
+
+    def __init__(self, message: str, *, original_error: BaseException | None = None):
+        super().__init__(message)
+        self.original_error = original_error
+
+
+class KerasPicklingError(KerasPickleError, pickle.PicklingError):
+    """An object could not be pickled."""
+
+
+class KerasUnpicklingError(KerasPickleError, pickle.UnpicklingError):
+    """A payload could not be loaded."""
+
+
+class PickleRefusedError(KerasPicklingError):
+    """Pickling was refused because the object's state would not survive it.
+
+    ``obj_type`` is the refused object's class.
+    """
+
+    def __init__(self, message: str, *, obj_type: type):
+        super().__init__(message)
+        self.obj_type = obj_type
+
+
+class UnrecoverableConfigError(KerasPicklingError):
+    """The object's constructor arguments cannot be recovered from its config.
+
+    ``class_name`` names the class that needs a ``get_config()``.
+    """
+
+    def __init__(self, message: str, *, class_name: str):
+        super().__init__(message)
+        self.class_name = class_name
+
+
+class CustomObjectError(KerasPicklingError):
+    """A custom class or function named in the config could not be found.
+
+    ``name`` and ``module`` are what the config recorded.
+    """
+
+    def __init__(self, message: str, *, name: str, module: str | None):
+        super().__init__(message)
+        self.name = name
+        self.module = module
+
+
+class NotAPayloadError(KerasUnpicklingError):
+    """The data is not a keras_pickle payload. ``found`` describes what it is."""
+
+    def __init__(self, message: str, *, found: str, original_error: BaseException | None = None):
+        super().__init__(message, original_error=original_error)
+        self.found = found
+
+
+class FormatVersionError(KerasUnpicklingError):
+    """The payload was written in a format this keras_pickle cannot read."""
+
+    def __init__(self, message: str, *, found_version: object, supported_version: int):
+        super().__init__(message)
+        self.found_version = found_version
+        self.supported_version = supported_version
+
+
+class UnsafePayloadError(KerasUnpicklingError):
+    """Safe mode refused something in the payload before it could run.
+
+    ``what`` names the refused global, opcode or layer.
+    """
+
+    def __init__(self, message: str, *, what: str):
+        super().__init__(message)
+        self.what = what
+
+
+class LambdaLayerError(UnsafePayloadError):
+    """Safe mode refused a ``Lambda`` layer (its code would run on load)."""
+
+
+class StateMismatchError(KerasUnpicklingError):
+    """The saved variables do not fit the object rebuilt from the config.
+
+    ``path`` names the first variable that does not fit, when known.
+    """
+
+    def __init__(self, message: str, *, path: str | None = None):
+        super().__init__(message)
+        self.path = path
+
+
+class ChecksumMismatchError(KerasUnpicklingError):
+    """The payload's content does not match the checksum in its header."""
