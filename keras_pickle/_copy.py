@@ -19,7 +19,12 @@ from .errors import StateMismatchError
 def _rebuild_twin(obj: Any) -> Any:
     config = _rebuild.config_of(obj)
     custom_objects = _custom_objects.collect(config, [obj])
-    return _rebuild.from_config(_rebuild.config_to_json(config, obj), custom_objects, safe_mode=False)
+    return _rebuild.from_config(
+        _rebuild.config_to_json(config, obj),
+        custom_objects,
+        safe_mode=False,
+        expected_variables=len(getattr(obj, "variables", ())),
+    )
 
 
 def copy_layer(layer: Any, memo: dict) -> Any:

@@ -12,7 +12,8 @@ A pickled Keras object is the call ``restore(header, body)``:
     ``config``: the object's Keras config as a JSON string (including its
     build and compile configs); ``variables`` and ``optimizer_variables``:
     lists of ``(path, dtype, shape, data)`` in the order of
-    ``obj.variables`` / ``obj.optimizer.variables``; ``layer_states``: state
+    ``obj.variables`` / ``obj.optimizer.variables``; ``optimizer_built``:
+    whether the optimizer had created its slots; ``layer_states``: state
     that layers keep outside Keras variables (lookup tables, vocabularies),
     as ``(layer_index, [(key, dtype, shape, data)], [(asset_path, bytes)])``;
     ``custom_objects``: the custom classes and functions the config names,

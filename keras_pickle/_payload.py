@@ -25,6 +25,7 @@ def layer_payload(layer: Any, protocol: int) -> tuple[dict, dict]:
         "config": _rebuild.config_to_json(config, layer),
         "variables": [_format.encode_array(path, a, protocol) for path, a in state.variables],
         "optimizer_variables": [_format.encode_array(path, a, protocol) for path, a in state.optimizer_variables],
+        "optimizer_built": state.optimizer_built,
         "layer_states": [
             (
                 s.index,
@@ -55,9 +56,13 @@ def object_from_payload(header: dict, body: dict, *, safe_mode: bool) -> Any:
     if not isinstance(custom_objects, dict):
         raise KerasUnpicklingError("Corrupt keras_pickle payload: custom_objects is not a dict.")
     custom_objects = {str(name): _safe.unwrap(obj) for name, obj in custom_objects.items()}
-    obj = _rebuild.from_config(body["config"], custom_objects, safe_mode=safe_mode)
-    if header.get("kind") == KIND_LAYER:
-        _state.apply(obj, decode_state(body))
+    if header.get("kind") != KIND_LAYER:
+        return _rebuild.from_config(body["config"], custom_objects, safe_mode=safe_mode)
+    state = decode_state(body)
+    obj = _rebuild.from_config(
+        body["config"], custom_objects, safe_mode=safe_mode, expected_variables=len(state.variables)
+    )
+    _state.apply(obj, state)
     return obj
 
 
@@ -73,6 +78,7 @@ def decode_state(body: dict) -> _state.CapturedState:
             )
             for index, own, assets in body.get("layer_states", ())
         ],
+        optimizer_built=bool(body.get("optimizer_built", True)),
     )
 
 

@@ -29,11 +29,14 @@ def config_to_json(config: dict, obj: Any) -> str:
         ) from e
 
 
-def from_config(config_json: str, custom_objects: dict[str, Any], *, safe_mode: bool) -> Any:
+def from_config(
+    config_json: str, custom_objects: dict[str, Any], *, safe_mode: bool, expected_variables: int = 0
+) -> Any:
     """Build a fresh object from a JSON config.
 
     The config is decoded anew on every call: Keras's deserializer consumes
-    the dict it is given.
+    the dict it is given. ``expected_variables`` is how many variables the
+    original had; see :func:`_build_sublayers`.
     """
     config = json.loads(config_json)
     if safe_mode:
@@ -42,7 +45,29 @@ def from_config(config_json: str, custom_objects: dict[str, Any], *, safe_mode: 
         serialization_lib.ObjectSharingScope(),
         keras.saving.custom_object_scope(custom_objects),
     ):
-        return serialization_lib.deserialize_keras_object(config, custom_objects=custom_objects, safe_mode=safe_mode)
+        obj = serialization_lib.deserialize_keras_object(config, custom_objects=custom_objects, safe_mode=safe_mode)
+        if len(getattr(obj, "variables", ())) < expected_variables:
+            _build_sublayers(obj)
+    return obj
+
+
+def _build_sublayers(layer: Any) -> None:
+    """Build the sublayers a default ``build()`` leaves unbuilt.
+
+    A custom layer that creates sublayers in ``__init__`` but has no
+    ``build()`` gets built only when first called; Keras's
+    ``build_from_config`` marks it built without creating those variables. A
+    symbolic call on the recorded input shape creates them, as the original's
+    first call did.
+    """
+    shapes = getattr(layer, "_build_shapes_dict", None) or {}
+    if isinstance(layer, keras.Model) or len(shapes) != 1:
+        return
+    (shape,) = shapes.values()
+    if not isinstance(shape, (list, tuple)):
+        return
+    dtype = layer.dtype_policy.compute_dtype
+    layer(keras.KerasTensor(tuple(shape), dtype=dtype))
 
 
 def refuse_lambdas(config: Any) -> None:

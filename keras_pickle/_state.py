@@ -43,6 +43,9 @@ class CapturedState:
     variables: list[tuple[str, np.ndarray]]
     optimizer_variables: list[tuple[str, np.ndarray]]
     layer_states: list[LayerState]
+    # An unbuilt optimizer holds only iterations and learning rate; the
+    # rebuilt one may already be built (compile_from_config builds it).
+    optimizer_built: bool = True
 
 
 def capture(obj: Any) -> CapturedState:
@@ -56,6 +59,7 @@ def _collect(obj: Any, read) -> CapturedState:
         variables=[(v.path, read(v)) for v in obj.variables],
         optimizer_variables=[(v.path, read(v)) for v in optimizer.variables] if optimizer is not None else [],
         layer_states=[_capture_layer(i, layer) for i, layer in _hooked_layers(obj)],
+        optimizer_built=bool(getattr(optimizer, "built", False)),
     )
 
 
@@ -82,9 +86,15 @@ def apply(obj: Any, state: CapturedState) -> None:
                 f"The payload holds optimizer state, but the rebuilt {_describe(obj)} "
                 "has no optimizer: its compile config did not restore one."
             )
-        if len(optimizer.variables) < len(state.optimizer_variables) and not optimizer.built:
+        targets = list(optimizer.variables)
+        if state.optimizer_built and not optimizer.built:
             optimizer.build(obj.trainable_variables)
-        assign_in_order(list(optimizer.variables), state.optimizer_variables, owner=f"optimizer of {_describe(obj)}")
+            targets = list(optimizer.variables)
+        elif not state.optimizer_built and optimizer.built:
+            # Keras creates iterations and learning rate first; building only
+            # appends zero-initialized slots, as the first training step would.
+            targets = targets[: len(state.optimizer_variables)]
+        assign_in_order(targets, state.optimizer_variables, owner=f"optimizer of {_describe(obj)}")
 
 
 def transfer(src: Any, dst: Any) -> None:

@@ -1,0 +1,71 @@
+"""Assertions and process helpers shared by the tests."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import keras
+import numpy as np
+
+TESTS_DIR = Path(__file__).resolve().parent
+REPO_DIR = TESTS_DIR.parent
+
+
+def variable_values(obj) -> list[tuple[str, str, tuple, bytes]]:
+    """(path, dtype, shape, raw bytes) of every variable, optimizer state included."""
+    variables = list(obj.variables)
+    optimizer = getattr(obj, "optimizer", None)
+    if optimizer is not None:
+        variables += list(optimizer.variables)
+    values = []
+    for v in variables:
+        array = np.asarray(keras.ops.convert_to_numpy(v.value))
+        values.append((v.path, str(array.dtype), array.shape, array.tobytes()))
+    return values
+
+
+def assert_same_state(original, restored) -> None:
+    """Every variable (weights, seeds, optimizer) equal bit for bit, none shared."""
+    a, b = variable_values(original), variable_values(restored)
+    assert len(a) == len(b), f"{len(a)} variables vs {len(b)}"
+    assert len(a) > 0
+    for (path_a, dtype_a, shape_a, bytes_a), (_path_b, dtype_b, shape_b, bytes_b) in zip(a, b):
+        assert (dtype_a, shape_a) == (dtype_b, shape_b), path_a
+        assert bytes_a == bytes_b, f"variable {path_a} differs"
+    shared = {id(v) for v in original.variables} & {id(v) for v in restored.variables}
+    assert not shared, "restored object shares variables with the original"
+
+
+def assert_same_predictions(original, restored, x) -> None:
+    expected = original.predict(x, verbose=0)
+    actual = restored.predict(x, verbose=0)
+    assert expected.dtype == actual.dtype
+    assert np.array_equal(expected, actual), "predictions differ"
+
+
+def assert_trains_identically(original, restored, x, y) -> None:
+    """One more epoch on each gives bit-identical variables (seeds and slots included)."""
+    original.fit(x, y, epochs=1, batch_size=8, shuffle=False, verbose=0)
+    restored.fit(x, y, epochs=1, batch_size=8, shuffle=False, verbose=0)
+    assert_same_state(original, restored)
+
+
+def run_python(code: str, *, cwd: Path | None = None, timeout: float = 300, env: dict | None = None) -> str:
+    """Run ``code`` in a fresh interpreter; return stdout, fail with stderr."""
+    return run_script_file(None, code=code, cwd=cwd, timeout=timeout, env=env)
+
+
+def run_script_file(
+    path: Path | None, *, code: str | None = None, cwd: Path | None = None, timeout: float = 300, env=None
+) -> str:
+    full_env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "PYTHONPATH": str(REPO_DIR)}
+    full_env.update(env or {})
+    args = [sys.executable, str(path)] if path is not None else [sys.executable, "-c", textwrap.dedent(code)]
+    result = subprocess.run(args, cwd=cwd, env=full_env, capture_output=True, text=True, timeout=timeout)
+    if result.returncode != 0:
+        raise AssertionError(f"subprocess failed ({result.returncode}):\n{result.stdout}\n{result.stderr[-6000:]}")
+    return result.stdout
