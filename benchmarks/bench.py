@@ -16,10 +16,12 @@ buffer_callback=buffers.append)``, ``pickle.loads(data, buffers=buffers)``,
 The two are toggled before every single measurement and the repetitions are
 interleaved (keras, keras_pickle, keras, ...), so drift hits both alike. Each
 figure is the best of N runs (``time.perf_counter``), after a ``gc.collect()``
-outside the timed region. Every object keras_pickle returns is checked, outside
-the timed region, to hold exactly the original's variables (model and
-optimizer, ``np.array_equal``) so a wrong result is never timed; Keras's
-results are checked the same way and a mismatch is recorded, not fatal.
+outside the timed region (objects alive before an operation's runs are
+``gc.freeze()``-ed so that collection stays cheap; both paths alike). Every
+object keras_pickle returns is checked, outside the timed region, to hold
+exactly the original's variables (model and optimizer, ``np.array_equal``) so
+a wrong result is never timed; Keras's results are checked the same way and a
+mismatch is recorded, not fatal.
 
 Workloads: ``dense100mb`` (Sequential, 6 x Dense(2048) on 2048 inputs,
 compiled with Adam and trained one step so the optimizer slots exist: dumps,
@@ -32,7 +34,9 @@ is measured in a child process per (model, implementation): the child builds
 the model, warms the code path up on a tiny model, resets the peak
 (``echo 5 > /proc/self/clear_refs``), reads ``VmRSS``, runs the operation and
 reads ``VmHWM``; the difference is reported as a multiple of the model's state
-bytes (every variable pickled: weights and optimizer slots).
+bytes (every variable pickled: weights and optimizer slots). With ``--quick``
+a single child measures every tiny model in turn (a smoke test, not a
+measurement).
 
 A sweep times dumps and loads against parameter count (4 wide Dense layers)
 and depth (n x Dense(32)), and measures memory against parameter count.
@@ -52,6 +56,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import functools
 import gc
 import json
 import os
@@ -88,8 +93,10 @@ SPEED_GOALS = [
     ("loads 150-layer Sequential >= 10x", "deep150", "loads", 10.0),
     ("dumps+loads ResNet50 >= 2x", "resnet50", "dumps+loads", 2.0),
 ]
-MEMORY_GOALS = [("peak extra memory, dumps <= 0.25x state bytes", "dumps", 0.25),
-                ("peak extra memory, loads <= 1.5x state bytes", "loads", 1.5)]
+MEMORY_GOALS = [
+    ("peak extra memory, dumps <= 0.25x state bytes", "dumps", 0.25),
+    ("peak extra memory, loads <= 1.5x state bytes", "loads", 1.5),
+]
 
 
 # --------------------------------------------------------------------------
@@ -263,6 +270,18 @@ def time_op(model: Any, op: str, repeat: int, notes: list[str]) -> dict[str, lis
             payloads[impl] = dumps(model)
             check_payload(impl, payloads[impl])
     times: dict[str, list[float]] = {impl: [] for impl in IMPLS}
+    # With Keras and TensorFlow loaded a full collection takes ~0.4 s: freeze
+    # what exists now so the collections between runs only scan new objects.
+    # (The caller collects fully once it drops the model.)
+    gc.freeze()
+    try:
+        _time_runs(model, op, repeat, payloads, times, notes)
+    finally:
+        gc.unfreeze()
+    return times
+
+
+def _time_runs(model, op, repeat, payloads, times, notes) -> None:
     for _ in range(repeat):
         for impl in IMPLS:
             activate(impl)
@@ -286,9 +305,6 @@ def time_op(model: Any, op: str, repeat: int, notes: list[str]) -> dict[str, lis
                 raise ValueError(op)
             times[impl].append(elapsed)
             del result
-    del payloads
-    gc.collect()
-    return times
 
 
 def row(workload: str, op: str, times: dict[str, list[float]] | None = None, **extra) -> dict:
@@ -309,8 +325,10 @@ def run_workloads(names: list[str], quick: bool, repeat: int, errors: list[dict]
         keras_pickle.install()
         model = builder(quick)
         info[name] = describe(model)
-        say(f"[{name}] {info[name]['params']:,} params, {mb(info[name]['weight_bytes'])} weights, "
-            f"{mb(info[name]['state_bytes'])} state incl. optimizer")
+        say(
+            f"[{name}] {info[name]['params']:,} params, {mb(info[name]['weight_bytes'])} weights, "
+            f"{mb(info[name]['state_bytes'])} state incl. optimizer"
+        )
         for op in ops:
             notes: list[str] = []
             say(f"[{name}] {op} x{repeat}")
@@ -325,9 +343,15 @@ def run_workloads(names: list[str], quick: bool, repeat: int, errors: list[dict]
         if name == "resnet50":
             by_op = {r["op"]: r for r in rows if r["workload"] == name and "keras_s" in r}
             if "dumps" in by_op and "loads" in by_op:
-                rows.append(row(name, "dumps+loads", keras_s=by_op["dumps"]["keras_s"] + by_op["loads"]["keras_s"],
-                                keras_pickle_s=by_op["dumps"]["keras_pickle_s"] + by_op["loads"]["keras_pickle_s"],
-                                notes=["sum of the best dumps and best loads"]))
+                rows.append(
+                    row(
+                        name,
+                        "dumps+loads",
+                        keras_s=by_op["dumps"]["keras_s"] + by_op["loads"]["keras_s"],
+                        keras_pickle_s=by_op["dumps"]["keras_pickle_s"] + by_op["loads"]["keras_pickle_s"],
+                        notes=["sum of the best dumps and best loads"],
+                    )
+                )
         del model
         keras_pickle.install()
         keras.backend.clear_session()
@@ -349,8 +373,14 @@ def run_sweep(quick: bool, repeat: int, errors: list[dict], say) -> dict:
             try:
                 times = time_op(model, op, repeat, notes)
             except Exception as e:
-                errors.append({"workload": f"sweep {axis}={spec.get(axis)}", "op": op, "error": repr(e),
-                               "traceback": traceback.format_exc()})
+                errors.append(
+                    {
+                        "workload": f"sweep {axis}={spec.get(axis)}",
+                        "op": op,
+                        "error": repr(e),
+                        "traceback": traceback.format_exc(),
+                    }
+                )
                 say(f"  {op} FAILED: {e!r}")
                 continue
             point[op] = row("sweep", op, times, notes=notes)
@@ -391,8 +421,13 @@ def _measure(fn: Callable[[], Any]) -> tuple[Any, int, int]:
     return result, peak - before, after - before
 
 
-def memory_child(spec: dict) -> dict:
-    """Runs in a fresh interpreter: peak extra memory of dumps and loads of one model with one impl."""
+def memory_child(specs: list[dict]) -> list[dict]:
+    """Runs in a fresh interpreter: :func:`memory_of` for each spec, in order."""
+    return [memory_of(spec) for spec in specs]
+
+
+def memory_of(spec: dict) -> dict:
+    """Peak extra memory of dumps and loads of one model (``spec["model"]``) with one impl."""
     impl = spec["impl"]
     activate(impl)
     warm = build(tiny_spec(spec["model"]))
@@ -400,41 +435,65 @@ def memory_child(spec: dict) -> dict:
     del warm
     model = build(spec["model"])
     out = {"impl": impl, "model": spec["model"], **describe(model)}
-    payload, out["dumps_peak_extra"], out["dumps_retained"] = _measure(lambda: dumps(model))
+    payload, out["dumps_peak_extra"], out["dumps_retained"] = _measure(functools.partial(dumps, model))
     check_payload(impl, payload)
     out["payload_inband_bytes"] = len(payload[0])
     out["payload_outofband_bytes"] = sum(memoryview(b).nbytes for b in payload[1])
-    result, out["loads_peak_extra"], out["loads_retained"] = _measure(lambda: loads(payload))
+    result, out["loads_peak_extra"], out["loads_retained"] = _measure(functools.partial(loads, payload))
     problem = mismatch(model, result)
     if problem and impl == KP:
         raise AssertionError(f"keras_pickle returned a wrong result: {problem}")
     out["loads_result_ok"] = problem is None
     for op in ("dumps", "loads"):
         out[f"{op}_peak_extra_x"] = out[f"{op}_peak_extra"] / out["state_bytes"]
+    del model, payload, result
+    keras.backend.clear_session()
+    gc.collect()
     return out
 
 
-def run_memory_children(jobs: list[dict], say, parallel: int = 2) -> tuple[list[dict], list[dict]]:
-    """One child per job (a model spec and an impl), ``parallel`` at a time."""
+def memory_jobs(names: list[str], quick: bool, *, sweep: bool) -> list[dict]:
+    """What to measure: dense100mb, and the parameter sweep's models, with both impls."""
+    jobs = []
+    if "dense100mb" in names:
+        jobs += [{"model": {"kind": "dense100mb", "quick": quick}, "impl": i, "label": "dense100mb"} for i in IMPLS]
+    if sweep:
+        for p in QUICK_SWEEP_PARAMS if quick else SWEEP_PARAMS:
+            jobs += [{"model": {"kind": "wide", "params": p}, "impl": i, "label": f"wide {p}"} for i in IMPLS]
+    return jobs
 
-    def one(job: dict) -> dict:
-        cmd = [sys.executable, str(Path(__file__).resolve()), "--memory-child", json.dumps(job)]
+
+def run_memory_children(jobs: list[dict], say, *, shared: bool, parallel: int = 2) -> tuple[list[dict], list[dict]]:
+    """Measure ``jobs`` (a model spec and an impl each) in child processes, ``parallel`` at a time.
+
+    One child per job, unless ``shared`` (``--quick``): then a single child
+    runs every job in turn, which saves interpreter start-ups but lets earlier
+    jobs' freed memory lower later peaks (tiny models are noise anyway).
+    """
+    groups = [jobs] if shared else [[j] for j in jobs]
+
+    def run_group(group: list[dict]) -> list[dict]:
+        cmd = [sys.executable, str(Path(__file__).resolve()), "--memory-child", json.dumps(group)]
         proc = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
-        lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
+        lines = [line for line in proc.stdout.splitlines() if line.startswith("[")]
         if proc.returncode != 0 or not lines:
-            return {"error": f"child exited {proc.returncode}", "job": job, "traceback": proc.stderr[-4000:]}
+            failure = {"error": f"child exited {proc.returncode}", "traceback": proc.stderr[-4000:]}
+            return [{**failure, "job": job} for job in group]
         return json.loads(lines[-1])
 
     results, errors = [], []
     with ThreadPoolExecutor(parallel) as pool:
-        for job, res in zip(jobs, pool.map(one, jobs)):
-            if "error" in res:
-                errors.append({"workload": f"memory {job}", "op": "memory", **res})
-                say(f"[memory] {job} FAILED:\n{res['traceback']}")
-            else:
-                say(f"[memory] {job['model']} {job['impl']}: dumps {res['dumps_peak_extra_x']:.2f}x, "
-                    f"loads {res['loads_peak_extra_x']:.2f}x of {mb(res['state_bytes'])}")
-                results.append({**res, "label": job.get("label")})
+        for group, outcome in zip(groups, pool.map(run_group, groups)):
+            for job, res in zip(group, outcome):
+                if "error" in res:
+                    errors.append({"workload": f"memory {job['label']} {job['impl']}", "op": "memory", **res})
+                    say(f"[memory] {job['label']} {job['impl']} FAILED:\n{res['traceback']}")
+                else:
+                    say(
+                        f"[memory] {job['label']} {job['impl']}: dumps {res['dumps_peak_extra_x']:.2f}x, "
+                        f"loads {res['loads_peak_extra_x']:.2f}x of {mb(res['state_bytes'])}"
+                    )
+                    results.append({**res, "label": job["label"]})
     return results, errors
 
 
@@ -464,10 +523,14 @@ def profile_loads(names: list[str], quick: bool, top: int = 10) -> dict[str, lis
         assert mismatch(model, result) is None
         stats = pstats.Stats(profiler)
         entries = sorted(stats.stats.items(), key=lambda kv: kv[1][3], reverse=True)
-        out[name] = [{"function": _short(func), "ncalls": nc, "tottime": tt, "cumtime": ct}
-                     for func, (_cc, nc, tt, ct, _callers) in entries[:top]]
-        print(f"\ncProfile of keras_pickle loads of {name} (wall {wall:.3f} s under the profiler), "
-              f"top {top} by cumulative time:")
+        out[name] = [
+            {"function": _short(func), "ncalls": nc, "tottime": tt, "cumtime": ct}
+            for func, (_cc, nc, tt, ct, _callers) in entries[:top]
+        ]
+        print(
+            f"\ncProfile of keras_pickle loads of {name} (wall {wall:.3f} s under the profiler), "
+            f"top {top} by cumulative time:"
+        )
         print(f"{'cumtime s':>10} {'tottime s':>10} {'ncalls':>8}  function")
         for e in out[name]:
             print(f"{e['cumtime']:>10.3f} {e['tottime']:>10.3f} {e['ncalls']:>8}  {e['function']}")
@@ -531,13 +594,20 @@ def evaluate_goals(rows: list[dict], memory: list[dict]) -> list[dict]:
     for label, workload, op, minimum in SPEED_GOALS:
         r = next((r for r in rows if r["workload"] == workload and r["op"] == op), None)
         value = r.get("ratio") if r else None
-        goals.append({"goal": label, "value": value, "unit": "x faster",
-                      "pass": None if value is None else value >= minimum})
+        goals.append(
+            {"goal": label, "value": value, "unit": "x faster", "pass": None if value is None else value >= minimum}
+        )
     kp = next((m for m in memory if m.get("label") == "dense100mb" and m["impl"] == KP), None)
     for label, op, maximum in MEMORY_GOALS:
         value = kp[f"{op}_peak_extra_x"] if kp else None
-        goals.append({"goal": label, "value": value, "unit": "x state bytes",
-                      "pass": None if value is None else value <= maximum})
+        goals.append(
+            {
+                "goal": label,
+                "value": value,
+                "unit": "x state bytes",
+                "pass": None if value is None else value <= maximum,
+            }
+        )
     return goals
 
 
@@ -569,8 +639,11 @@ def draw_chart(sweep: dict, memory: list[dict], path: Path) -> None:
         ax.legend()
     for ax, op, goal in ((axes[1, 0], "dumps", 0.25), (axes[1, 1], "loads", 1.5)):
         for impl in IMPLS:
-            xy = sorted((m["params"], m[f"{op}_peak_extra_x"]) for m in memory
-                        if m["impl"] == impl and m["model"].get("kind") == "wide")
+            xy = sorted(
+                (m["params"], m[f"{op}_peak_extra_x"])
+                for m in memory
+                if m["impl"] == impl and m["model"].get("kind") == "wide"
+            )
             if xy:
                 ax.plot(*zip(*xy), "-o", color=colors[impl], label=impl)
         ax.axhline(goal, color="gray", linestyle=":", label=f"goal <= {goal}x")
@@ -581,8 +654,10 @@ def draw_chart(sweep: dict, memory: list[dict], path: Path) -> None:
         ax.set_ylim(bottom=0)
         ax.grid(True, which="both", alpha=0.3)
         ax.legend()
-    fig.suptitle(f"Keras {keras.__version__} pickling vs keras_pickle {keras_pickle.__version__} "
-                 f"({keras.backend.backend()} backend)")
+    fig.suptitle(
+        f"Keras {keras.__version__} pickling vs keras_pickle {keras_pickle.__version__} "
+        f"({keras.backend.backend()} backend)"
+    )
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)
@@ -598,8 +673,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="keras-pickle bench", description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="tiny models (for tests); finishes in about a minute")
     parser.add_argument("--repeat", type=int, default=3, help="best of N runs (default 3)")
-    parser.add_argument("--only", nargs="+", choices=list(WORKLOADS), metavar="WORKLOAD",
-                        help=f"run only these workloads ({', '.join(WORKLOADS)})")
+    parser.add_argument(
+        "--only",
+        nargs="+",
+        choices=list(WORKLOADS),
+        metavar="WORKLOAD",
+        help=f"run only these workloads ({', '.join(WORKLOADS)})",
+    )
     parser.add_argument("--no-sweep", action="store_true", help="skip the parameter-count and depth sweeps")
     parser.add_argument("--no-memory", action="store_true", help="skip the memory measurements (child processes)")
     parser.add_argument("--profile", action="store_true", help="cProfile keras_pickle's loads of each workload")
@@ -624,30 +704,33 @@ def main(argv: list[str] | None = None) -> int:
 
     names = args.only or list(WORKLOADS)
     errors: list[dict] = []
+    jobs = [] if args.no_memory else memory_jobs(names, args.quick, sweep=not args.no_sweep)
     rows, info = run_workloads(names, args.quick, args.repeat, errors, say)
     sweep = {} if args.no_sweep else run_sweep(args.quick, args.repeat, errors, say)
 
     memory: list[dict] = []
-    if not args.no_memory:
-        jobs = []
-        if "dense100mb" in names:
-            jobs += [{"model": {"kind": "dense100mb", "quick": args.quick}, "impl": i, "label": "dense100mb"}
-                     for i in IMPLS]
-        if not args.no_sweep:
-            jobs += [{"model": {"kind": "wide", "params": p}, "impl": i, "label": f"wide {p}"}
-                     for p in (QUICK_SWEEP_PARAMS if args.quick else SWEEP_PARAMS) for i in IMPLS]
-        memory, memory_errors = run_memory_children(jobs, say)
+    if jobs:
+        # --quick is a smoke test: one child measures every tiny model.
+        say(f"[memory] {len(jobs)} measurements in {'one child process' if args.quick else 'child processes'}")
+        memory, memory_errors = run_memory_children(jobs, say, shared=args.quick)
         errors += memory_errors
 
     profile = profile_loads(names, args.quick) if args.profile else {}
 
     activate(KP)
-    print_table(f"Keras {keras.__version__} own pickling vs keras_pickle {keras_pickle.__version__}: "
-                f"best of {args.repeat}, ratio = keras s / keras_pickle s",
-                ["workload", "op", "keras s", "keras_pickle s", "ratio"], timing_rows(rows))
-    print("model sizes: " + "; ".join(
-        f"{n}: {i['params']:,} params, weights {mb(i['weight_bytes'])}, state {mb(i['state_bytes'])}"
-        for n, i in info.items()))
+    print_table(
+        f"Keras {keras.__version__} own pickling vs keras_pickle {keras_pickle.__version__}: "
+        f"best of {args.repeat}, ratio = keras s / keras_pickle s",
+        ["workload", "op", "keras s", "keras_pickle s", "ratio"],
+        timing_rows(rows),
+    )
+    print(
+        "model sizes: "
+        + "; ".join(
+            f"{n}: {i['params']:,} params, weights {mb(i['weight_bytes'])}, state {mb(i['state_bytes'])}"
+            for n, i in info.items()
+        )
+    )
     for r in rows:
         for note in r.get("notes", []):
             print(f"note [{r['workload']} {r['op']}]: {note}")
@@ -657,20 +740,46 @@ def main(argv: list[str] | None = None) -> int:
             for p in sweep[axis]:
                 for op in ("dumps", "loads"):
                     if op in p:
-                        sweep_rows.append([f"{axis}={p[axis]:,} ({p['params']:,} params)", op,
-                                           fmt_s(p[op]["keras_s"]), fmt_s(p[op]["keras_pickle_s"]),
-                                           f"{p[op]['ratio']:.2f}x"])
+                        sweep_rows.append(
+                            [
+                                f"{axis}={p[axis]:,} ({p['params']:,} params)",
+                                op,
+                                fmt_s(p[op]["keras_s"]),
+                                fmt_s(p[op]["keras_pickle_s"]),
+                                f"{p[op]['ratio']:.2f}x",
+                            ]
+                        )
         print_table("Sweep", ["point", "op", "keras s", "keras_pickle s", "ratio"], sweep_rows)
     if memory:
-        print_table("Peak extra resident memory (protocol 5, out-of-band buffers; x = / state bytes)",
-                    ["model", "impl", "state", "dumps peak", "dumps x", "loads peak", "loads x"],
-                    [[m["label"], m["impl"], mb(m["state_bytes"]), mb(m["dumps_peak_extra"]),
-                      f"{m['dumps_peak_extra_x']:.2f}x", mb(m["loads_peak_extra"]), f"{m['loads_peak_extra_x']:.2f}x"]
-                     for m in memory])
+        print_table(
+            "Peak extra resident memory (protocol 5, out-of-band buffers; x = / state bytes)",
+            ["model", "impl", "state", "dumps peak", "dumps x", "loads peak", "loads x"],
+            [
+                [
+                    m["label"],
+                    m["impl"],
+                    mb(m["state_bytes"]),
+                    mb(m["dumps_peak_extra"]),
+                    f"{m['dumps_peak_extra_x']:.2f}x",
+                    mb(m["loads_peak_extra"]),
+                    f"{m['loads_peak_extra_x']:.2f}x",
+                ]
+                for m in memory
+            ],
+        )
     goals = evaluate_goals(rows, memory)
-    print_table("Goals", ["goal", "measured", "status"],
-                [[g["goal"], "—" if g["value"] is None else f"{g['value']:.2f} {g['unit']}",
-                  "not measured" if g["pass"] is None else ("PASS" if g["pass"] else "FAIL")] for g in goals])
+    print_table(
+        "Goals",
+        ["goal", "measured", "status"],
+        [
+            [
+                g["goal"],
+                "—" if g["value"] is None else f"{g['value']:.2f} {g['unit']}",
+                "not measured" if g["pass"] is None else ("PASS" if g["pass"] else "FAIL"),
+            ]
+            for g in goals
+        ],
+    )
     for e in errors:
         print(f"\nERROR in {e['workload']} {e['op']}: {e['error']}\n{e.get('traceback', '')}")
 

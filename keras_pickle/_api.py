@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterable
 from typing import IO, Any
 
 from . import _mixins, _options, _safe
-from .errors import KerasPickleError, KerasPicklingError, NotAPayloadError
+from .errors import KerasPickleError, KerasPicklingError, NotAPayloadError, UnsafePayloadError
 
 
 def dumps(
@@ -67,7 +67,12 @@ def loads(data: bytes, *, safe_mode: bool = True, buffers: Iterable[Any] | None 
     view = memoryview(data)
     if view.nbytes == 0:
         raise NotAPayloadError("Not a keras_pickle payload: the data is empty.", found="empty data")
-    return _load_one(io.BytesIO(view), safe_mode=safe_mode, buffers=buffers, describe=lambda: describe_bytes(view))
+    try:
+        return _load_one(io.BytesIO(view), safe_mode=safe_mode, buffers=buffers, describe=lambda: describe_bytes(view))
+    except UnsafePayloadError as e:
+        if _safe.looks_like_keras_native(view) and _safe.KERAS_NATIVE_HINT not in str(e):
+            raise UnsafePayloadError(str(e) + _safe.KERAS_NATIVE_HINT, what=e.what) from e
+        raise
 
 
 def load(file: IO[bytes], *, safe_mode: bool = True, buffers: Iterable[Any] | None = None) -> Any:

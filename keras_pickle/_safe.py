@@ -39,7 +39,13 @@ _CALLABLE_GLOBALS = {
     ("_codecs", "encode"),
 }
 
-_KERAS_NATIVE_HINT = (
+
+def looks_like_keras_native(data: bytes | memoryview) -> bool:
+    """Keras's own ``__reduce__`` pickles call ``Model._unpickle_model``."""
+    return b"_unpickle_model" in bytes(data[:4096])
+
+
+KERAS_NATIVE_HINT = (
     " This looks like Keras's own pickle format, not keras_pickle's. Load it with "
     "keras_pickle.loads(data, safe_mode=False) only if you trust its source, then "
     "re-pickle it with keras_pickle."
@@ -62,8 +68,7 @@ class InertReference:
     def __call__(self, *args, **kwargs):
         raise UnsafePayloadError(
             f"Safe mode refused to call {self.qualified_name} while unpickling: only "
-            "keras_pickle's reconstructor and numpy array reconstruction may run."
-            + (_KERAS_NATIVE_HINT if "_unpickle_model" in self.qualified_name else ""),
+            "keras_pickle's reconstructor and numpy array reconstruction may run.",
             what=self.qualified_name,
         )
 
@@ -125,8 +130,7 @@ class SafeUnpickler(pickle.Unpickler):
         if not (allowed_class or allowed_function):
             raise UnsafePayloadError(
                 f"Safe mode refused global {qualified}: a {type(target).__name__} that is "
-                "neither a Keras class nor a plain Python function."
-                + (_KERAS_NATIVE_HINT if "_unpickle_model" in name else ""),
+                "neither a Keras class nor a plain Python function.",
                 what=qualified,
             )
         return InertReference(target, qualified)

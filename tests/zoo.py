@@ -149,3 +149,18 @@ def trained(builder, *, loss="mse", epochs: int = 1) -> keras.Model:
     x, y = data()
     model.fit(x, y, epochs=epochs, batch_size=8, verbose=0, shuffle=False)
     return model
+
+
+class ReducibleCallback(keras.callbacks.Callback):
+    """A plain callback subclass: refused like any callback."""
+
+    def __init__(self, every: int):
+        super().__init__()
+        self.every = every
+
+
+class ReducibleCallbackWithReduce(ReducibleCallback):
+    """A callback that defines its own pickling: keras_pickle leaves it alone."""
+
+    def __reduce__(self):
+        return (type(self), (self.every,))

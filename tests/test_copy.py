@@ -1,0 +1,59 @@
+"""copy.deepcopy / copy.copy of models and layers: in-process, independent, memo-aware."""
+
+from __future__ import annotations
+
+import copy
+import pickle
+from unittest import mock
+
+import numpy as np
+import pytest
+import zoo
+from helpers import assert_same_predictions, assert_same_state, assert_trains_identically
+
+
+@pytest.mark.parametrize("kind", sorted(zoo.BUILDERS))
+def test_deepcopy_is_faithful_and_independent(kind):
+    model = zoo.trained(zoo.BUILDERS[kind])
+    twin = copy.deepcopy(model)
+    assert type(twin) is type(model)
+    assert_same_state(model, twin)
+    x, y = zoo.data()
+    assert_same_predictions(model, twin, x)
+    assert_trains_identically(model, twin, x, y)
+
+    twin.layers[-1].kernel.assign(np.zeros(twin.layers[-1].kernel.shape))
+    assert not np.array_equal(np.asarray(model.layers[-1].kernel), np.asarray(twin.layers[-1].kernel))
+
+
+def test_deepcopy_does_not_serialize():
+    model = zoo.trained(zoo.sequential)
+    with mock.patch.object(pickle, "dumps", side_effect=AssertionError("pickled")):
+        with mock.patch("keras_pickle._payload.layer_payload", side_effect=AssertionError("payload")):
+            twin = copy.deepcopy(model)
+    assert_same_state(model, twin)
+
+
+def test_deepcopy_respects_the_memo():
+    model = zoo.trained(zoo.functional)
+    first_layer = model.layers[1]
+    copies = copy.deepcopy({"a": model, "b": model, "layer": first_layer, "var": first_layer.kernel})
+    assert copies["a"] is copies["b"]
+    assert copies["layer"] is copies["a"].layers[1]
+    assert copies["var"] is copies["a"].layers[1].kernel
+    assert copies["layer"] is not first_layer
+
+
+def test_copy_copy_is_an_independent_copy():
+    model = zoo.trained(zoo.sequential)
+    twin = copy.copy(model)
+    assert_same_state(model, twin)
+    assert twin.optimizer is not model.optimizer
+
+
+def test_deepcopy_of_standalone_layer():
+    layer = zoo.Scale(2.5)
+    layer(zoo.data()[0])
+    twin = copy.deepcopy(layer)
+    assert twin.factor == 2.5
+    assert_same_state(layer, twin)

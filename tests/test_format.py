@@ -1,0 +1,174 @@
+"""The payload header, version checks, not-a-payload errors, checksums, the error family."""
+
+from __future__ import annotations
+
+import pickle
+
+import keras
+import pytest
+import zoo
+
+import keras_pickle
+from keras_pickle import _format
+
+
+class Forged:
+    """Pickles as restore(header, body) with whatever header and body we choose."""
+
+    def __init__(self, header, body):
+        self.header, self.body = header, body
+
+    def __reduce__(self):
+        return _format.restore, (self.header, self.body)
+
+
+def reduced(obj, protocol=5):
+    function, (header, body) = obj.__reduce_ex__(protocol)
+    assert function is _format.restore
+    return header, body
+
+
+def test_header_describes_the_payload():
+    model = zoo.trained(zoo.sequential)
+    header, body = reduced(model)
+    assert header["format"] == "keras_pickle" and header["format_version"] == 1
+    assert header["keras_version"] == keras.__version__
+    assert header["backend"] == keras.backend.backend() == "tensorflow"
+    assert header["class"] == "keras.src.models.sequential.Sequential"
+    assert header["kind"] == "layer"
+    assert header["n_variables"] == len(model.variables) + len(model.optimizer.variables)
+    assert header["weight_bytes"] == sum(v.numpy().nbytes for v in model.variables + model.optimizer.variables)
+    assert header["checksum"] is None
+    assert set(body) >= {"config", "variables", "optimizer_variables", "layer_states", "custom_objects"}
+    assert body["custom_objects"]["Scale"] is zoo.Scale
+    assert body["custom_objects"]["scaled_relu"] is zoo.scaled_relu
+
+
+def test_newer_format_version_names_both_versions():
+    header, body = reduced(zoo.sequential())
+    data = pickle.dumps(Forged({**header, "format_version": 7}, body), protocol=5)
+    for load in (pickle.loads, keras_pickle.loads):
+        with pytest.raises(keras_pickle.FormatVersionError) as info:
+            load(data)
+        message = str(info.value)
+        assert "format version 7" in message and "up to 1" in message
+        assert "pip install --upgrade keras-pickle" in message
+        assert info.value.found_version == 7 and info.value.supported_version == 1
+        assert isinstance(info.value, pickle.UnpicklingError)
+
+
+@pytest.mark.parametrize(
+    "data, found",
+    [
+        (pickle.dumps([1, 2, 3]), "a pickled builtins.list"),
+        (b"PK\x03\x04rest-of-a-zip", "a zip archive"),
+        (b"\x89HDF\r\n\x1a\n", "an HDF5 file"),
+        (b"not a pickle at all", "bytes starting with"),
+        (b"", "empty"),
+    ],
+)
+def test_not_a_payload_says_what_was_found(data, found):
+    with pytest.raises(keras_pickle.NotAPayloadError) as info:
+        keras_pickle.loads(data)
+    assert found in str(info.value)
+    assert isinstance(info.value, pickle.UnpicklingError)
+
+
+def test_forged_headers_are_not_payloads():
+    _header, body = reduced(zoo.sequential())
+    for header in (None, "keras_pickle", {"format": "other"}, {"format": "keras_pickle", "format_version": "1"}):
+        with pytest.raises(keras_pickle.NotAPayloadError):
+            pickle.loads(pickle.dumps(Forged(header, body), protocol=5))
+
+
+def test_checksum_detects_a_changed_byte():
+    model = zoo.trained(zoo.sequential)
+    buffers = []
+    data = keras_pickle.dumps(model, checksum=True, buffer_callback=buffers.append)
+    header, _ = reduced(model)
+    assert keras_pickle.loads(data, buffers=buffers) is not None
+    damaged = [bytearray(b.raw()) for b in buffers]
+    damaged[0][3] ^= 0x01
+    with pytest.raises(keras_pickle.ChecksumMismatchError, match="does not match its checksum"):
+        keras_pickle.loads(data, buffers=damaged)
+
+
+def test_without_checksum_damage_to_sizes_is_still_caught():
+    model = zoo.trained(zoo.sequential)
+    buffers = []
+    data = keras_pickle.dumps(model, buffer_callback=buffers.append)
+    short = [bytes(b.raw()) for b in buffers]
+    short[0] = short[0][:-4]
+    with pytest.raises(keras_pickle.StateMismatchError, match="truncated or corrupt"):
+        keras_pickle.loads(data, buffers=short)
+
+
+def test_error_family():
+    for error in (
+        keras_pickle.PickleRefusedError,
+        keras_pickle.UnrecoverableConfigError,
+        keras_pickle.CustomObjectError,
+    ):
+        assert issubclass(error, keras_pickle.KerasPicklingError)
+        assert issubclass(error, pickle.PicklingError)
+    for error in (
+        keras_pickle.NotAPayloadError,
+        keras_pickle.FormatVersionError,
+        keras_pickle.UnsafePayloadError,
+        keras_pickle.LambdaLayerError,
+        keras_pickle.StateMismatchError,
+        keras_pickle.ChecksumMismatchError,
+    ):
+        assert issubclass(error, keras_pickle.KerasUnpicklingError)
+        assert issubclass(error, pickle.UnpicklingError)
+    assert issubclass(keras_pickle.KerasPicklingError, keras_pickle.KerasPickleError)
+    assert issubclass(keras_pickle.KerasUnpicklingError, keras_pickle.KerasPickleError)
+
+
+def test_subclassed_model_with_unrecoverable_arguments_fails_at_dump_time():
+    model = zoo.NoConfigModel(5)
+    model(zoo.data()[0])
+    with pytest.raises(keras_pickle.UnrecoverableConfigError) as info:
+        pickle.dumps(model)
+    assert "get_config" in str(info.value) and info.value.class_name == "NoConfigModel"
+
+
+class DefaultsOnly(keras.Model):
+    """No get_config, constructor takes **kwargs: recoverable when arguments are defaults."""
+
+    def __init__(self, units=3, **kwargs):
+        super().__init__(**kwargs)
+        self.units = units
+        self.dense = keras.layers.Dense(units)
+
+    def call(self, x):
+        return self.dense(x)
+
+
+def test_subclassed_model_without_get_config_but_default_arguments_round_trips():
+    model = DefaultsOnly()
+    model(zoo.data()[0])
+    restored = pickle.loads(pickle.dumps(model))
+    assert restored.units == 3 and len(restored.variables) == 2
+
+    changed = DefaultsOnly(units=6)
+    changed(zoo.data()[0])
+    with pytest.raises(keras_pickle.UnrecoverableConfigError, match=r"units=6"):
+        pickle.dumps(changed)
+
+
+class Ghostly(keras.layers.Layer):
+    def get_config(self):
+        ghost = {"module": "nowhere.at.all", "class_name": "Ghost", "config": {}, "registered_name": None}
+        return {**super().get_config(), "ghost": ghost}
+
+    @classmethod
+    def from_config(cls, config):
+        config.pop("ghost")
+        return cls(**config)
+
+
+def test_custom_object_that_cannot_be_found_fails_at_dump_time():
+    with pytest.raises(keras_pickle.CustomObjectError) as info:
+        pickle.dumps(Ghostly())
+    assert "Ghost" in str(info.value) and info.value.module == "nowhere.at.all"

@@ -1,0 +1,80 @@
+"""Every pickle protocol works; protocol 5 hands every weight out of band."""
+
+from __future__ import annotations
+
+import pickle
+
+import keras
+import numpy as np
+import pytest
+import zoo
+from helpers import assert_same_state
+
+import keras_pickle
+
+
+@pytest.fixture(scope="module")
+def model():
+    return zoo.trained(zoo.functional)
+
+
+@pytest.mark.parametrize("protocol", range(pickle.HIGHEST_PROTOCOL + 1))
+def test_every_protocol_round_trips(model, protocol):
+    data = pickle.dumps(model, protocol=protocol)
+    assert_same_state(model, pickle.loads(data))
+    assert_same_state(model, keras_pickle.loads(data))
+
+
+def _weight_bytes(model) -> int:
+    variables = list(model.variables) + list(model.optimizer.variables)
+    return sum(np.asarray(v).nbytes for v in variables)
+
+
+def test_protocol_5_hands_every_variable_out_of_band():
+    keras.utils.set_random_seed(0)
+    model = keras.Sequential([keras.Input((256,)), keras.layers.Dense(512), keras.layers.Dense(256)])
+    model.compile("adam", "mse")
+    model.fit(np.ones((8, 256), "float32"), np.ones((8, 256), "float32"), verbose=0)
+
+    buffers = []
+    data = pickle.dumps(model, protocol=5, buffer_callback=buffers.append)
+    n_variables = len(model.variables) + len(model.optimizer.variables)
+    assert len(buffers) == n_variables
+    out_of_band = sum(b.raw().nbytes for b in buffers)
+    assert out_of_band == _weight_bytes(model)
+    assert len(data) < 0.05 * out_of_band, f"{len(data)} in-band bytes for {out_of_band} weight bytes"
+
+    restored = pickle.loads(data, buffers=buffers)
+    assert_same_state(model, restored)
+    restored_safe = keras_pickle.loads(data, buffers=buffers)
+    assert_same_state(model, restored_safe)
+
+
+def test_out_of_band_buffers_are_not_copies_of_the_stream():
+    """Loading from out-of-band buffers must not need them in the stream."""
+    model = zoo.trained(zoo.sequential)
+    buffers = []
+    data = keras_pickle.dumps(model, protocol=5, buffer_callback=buffers.append)
+    with pytest.raises(keras_pickle.KerasUnpicklingError):
+        keras_pickle.loads(data)  # the buffers are missing
+    restored = keras_pickle.loads(data, buffers=[bytes(b.raw()) for b in buffers])
+    assert_same_state(model, restored)
+
+
+def test_protocol_5_without_callback_keeps_weights_in_band():
+    model = zoo.trained(zoo.sequential)
+    data = pickle.dumps(model, protocol=5)
+    assert len(data) > _weight_bytes(model)
+    assert_same_state(model, pickle.loads(data))
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float64", "mixed_bfloat16"])
+def test_variable_dtypes_travel_exactly(dtype):
+    layer = keras.layers.Dense(3, dtype=dtype)
+    layer.build((None, 2))
+    layer.kernel.assign(np.arange(6).reshape(2, 3) / 7)
+    for protocol in (2, 5):
+        restored = pickle.loads(pickle.dumps(layer, protocol=protocol))
+        for a, b in zip(layer.variables, restored.variables):
+            assert str(a.dtype) == str(b.dtype)
+            assert np.asarray(a).tobytes() == np.asarray(b).tobytes()
