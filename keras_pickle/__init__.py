@@ -1,8 +1,9 @@
 """keras_pickle: pickle, copy and ship Keras 3 models faithfully (RFC 286).
 
-Call :func:`install` once; from then on ``pickle``, ``copy``, joblib,
-cloudpickle, Dask and Ray carry Keras models and layers with their complete
-state and custom objects, and refuse objects whose state would be lost.
+Call :func:`install` once; from then on ``pickle``, ``copy``, and the tools
+built on them (joblib, cloudpickle, multiprocessing) carry Keras models and
+layers with their complete state and custom objects, and refuse objects whose
+state would be lost.
 """
 
 from ._api import dump as dump

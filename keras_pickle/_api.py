@@ -67,12 +67,7 @@ def loads(data: bytes, *, safe_mode: bool = True, buffers: Iterable[Any] | None 
     view = memoryview(data)
     if view.nbytes == 0:
         raise NotAPayloadError("Not a keras_pickle payload: the data is empty.", found="empty data")
-    try:
-        return _load_one(io.BytesIO(view), safe_mode=safe_mode, buffers=buffers, describe=lambda: describe_bytes(view))
-    except UnsafePayloadError as e:
-        if _safe.looks_like_keras_native(view) and _safe.KERAS_NATIVE_HINT not in str(e):
-            raise UnsafePayloadError(str(e) + _safe.KERAS_NATIVE_HINT, what=e.what) from e
-        raise
+    return _load_one(io.BytesIO(view), safe_mode=safe_mode, buffers=buffers, describe=lambda: describe_bytes(view))
 
 
 def load(file: IO[bytes], *, safe_mode: bool = True, buffers: Iterable[Any] | None = None) -> Any:
@@ -84,9 +79,14 @@ def load(file: IO[bytes], *, safe_mode: bool = True, buffers: Iterable[Any] | No
 def _load_one(file: IO[bytes], *, safe_mode: bool, buffers, describe: Callable[[], str]) -> Any:
     options = _options.LoadOptions(safe_mode=safe_mode)
     unpickler_class = _safe.SafeUnpickler if safe_mode else pickle.Unpickler
+    head = _peek(file)
     with _options.loading(options):
         try:
             obj = unpickler_class(file, buffers=buffers).load()
+        except UnsafePayloadError as e:
+            if _safe.looks_like_keras_native(head):
+                raise UnsafePayloadError(str(e) + _safe.KERAS_NATIVE_HINT, what=e.what) from e
+            raise
         except KerasPickleError:
             raise
         except Exception as e:
@@ -102,6 +102,17 @@ def _load_one(file: IO[bytes], *, safe_mode: bool, buffers, describe: Callable[[
             found=found,
         )
     return obj
+
+
+def _peek(file: IO[bytes], size: int = 4096) -> bytes:
+    """The first bytes ``file`` will yield, without consuming them (if seekable)."""
+    try:
+        position = file.tell()
+        head = file.read(size)
+        file.seek(position)
+    except (AttributeError, OSError, ValueError):
+        return b""
+    return head if isinstance(head, bytes) else b""
 
 
 _SIGNATURES = (

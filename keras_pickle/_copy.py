@@ -1,4 +1,4 @@
-"""In-process copies: ``copy.deepcopy`` (and ``copy.copy``) of Keras objects.
+"""In-process copies: ``copy.deepcopy`` and ``copy.copy`` of Keras objects.
 
 A copy never leaves the process, so it needs no serialization: the object is
 rebuilt from its config with the live custom objects, and every variable is
@@ -83,6 +83,14 @@ def copy_plain(obj: Any, memo: dict) -> Any:
 
     state = deepcopy(obj.__dict__, memo)
     twin.__dict__.update(state)
+    return twin
+
+
+def shallow_copy_plain(obj: Any) -> Any:
+    """What ``copy.copy`` does for an object without custom hooks."""
+    cls = type(obj)
+    twin = cls.__new__(cls)
+    twin.__dict__.update(obj.__dict__)
     return twin
 
 

@@ -177,7 +177,7 @@ def body_checksum(body: dict) -> str:
                 digest.update(len(text).to_bytes(8, "little"))
                 digest.update(text)
 
-    feed(body.get("config", ""))
+    feed(body.get("config", ""), body.get("optimizer_built"))
     for section in ("variables", "optimizer_variables"):
         feed(section)
         for key, dtype, shape, data in body.get(section, ()):

@@ -68,7 +68,8 @@ class LayerPickleMixin:
 
     @_ours
     def __reduce__(self):
-        return self.__reduce_ex__(pickle.DEFAULT_PROTOCOL)
+        # Never consults user hooks: a user __reduce__ may call super().__reduce__().
+        return _format.restore, _payload.layer_payload(self, pickle.DEFAULT_PROTOCOL)
 
     @_ours
     def __deepcopy__(self, memo):
@@ -101,23 +102,30 @@ def _refusal(why: str, instead: str) -> tuple[Callable, Callable]:
     ``install()`` copies them onto Keras classes that lack those attributes.
     """
 
+    def refuse(obj):
+        cls = type(obj)
+        return PickleRefusedError(f"Refusing to pickle {_public_name(cls)}: {why} {instead}", obj_type=cls)
+
     @_ours
     def __reduce_ex__(self, protocol):
         custom = _user_reducer(self)
         if custom is not None:
             return custom(protocol)
-        cls = type(self)
-        raise PickleRefusedError(f"Refusing to pickle {_public_name(cls)}: {why} {instead}", obj_type=cls)
+        raise refuse(self)
 
     @_ours
     def __reduce__(self):
-        return self.__reduce_ex__(pickle.DEFAULT_PROTOCOL)
+        raise refuse(self)
 
     return __reduce_ex__, __reduce__
 
 
 class OptimizerPickleMixin:
-    """Refuse to pickle an optimizer; deep-copy it with its iterations and slots."""
+    """Refuse to pickle an optimizer; copy it with its iterations and slots.
+
+    ``copy.copy`` and ``copy.deepcopy`` both return an optimizer with its own
+    variables: one that shared them would corrupt both.
+    """
 
     __reduce_ex__, __reduce__ = _refusal(
         why="an optimizer's state (its iterations and one slot per model weight) belongs to "
@@ -131,9 +139,17 @@ class OptimizerPickleMixin:
     def __deepcopy__(self, memo):
         return _copy.copy_optimizer(self, memo)
 
+    @_ours
+    def __copy__(self):
+        return _copy.copy_optimizer(self, {})
+
 
 class MetricPickleMixin:
-    """Refuse to pickle a metric; deep-copy it with its accumulated state."""
+    """Refuse to pickle a metric; copy it with its accumulated state.
+
+    ``copy.copy`` and ``copy.deepcopy`` both return a metric with its own
+    variables.
+    """
 
     __reduce_ex__, __reduce__ = _refusal(
         why="a metric's accumulated state (its variables) is not part of its config and would be silently reset.",
@@ -146,9 +162,17 @@ class MetricPickleMixin:
     def __deepcopy__(self, memo):
         return _copy.copy_metric(self, memo)
 
+    @_ours
+    def __copy__(self):
+        return _copy.copy_metric(self, {})
+
 
 class CallbackPickleMixin:
-    """Refuse to pickle a callback; deep-copy it attribute by attribute."""
+    """Refuse to pickle a callback; copy it attribute by attribute.
+
+    ``copy.deepcopy`` copies every attribute deeply; ``copy.copy`` is the
+    usual shallow copy.
+    """
 
     __reduce_ex__, __reduce__ = _refusal(
         why="a callback's runtime state (the model it is attached to, counters, open "
@@ -160,6 +184,10 @@ class CallbackPickleMixin:
     @_ours
     def __deepcopy__(self, memo):
         return _copy.copy_plain(self, memo)
+
+    @_ours
+    def __copy__(self):
+        return _copy.shallow_copy_plain(self)
 
 
 # --------------------------------------------------------------------------

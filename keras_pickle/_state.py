@@ -25,6 +25,7 @@ import os
 import tempfile
 from typing import Any
 
+import keras
 import numpy as np
 
 from . import _backend
@@ -113,6 +114,13 @@ def assign_in_order(targets: list, values: list[tuple[str, Any]], *, owner: str)
             "not record."
         )
     for variable, (path, array) in zip(targets, values):
+        if _dtype_name(variable.dtype) != _dtype_name(array.dtype):
+            raise StateMismatchError(
+                f"Variable '{path}' of {owner} has dtype {_dtype_name(array.dtype)} in the payload "
+                f"but {_dtype_name(variable.dtype)} in the object rebuilt from its config "
+                f"('{variable.path}'). Check the dtype policy the layer's config records.",
+                path=path,
+            )
         if tuple(variable.shape) != tuple(array.shape):
             raise StateMismatchError(
                 f"Variable '{path}' of {owner} has shape {tuple(array.shape)} in the payload "
@@ -121,6 +129,10 @@ def assign_in_order(targets: list, values: list[tuple[str, Any]], *, owner: str)
                 path=path,
             )
         _backend.assign(variable, array)
+
+
+def _dtype_name(dtype: Any) -> str:
+    return keras.backend.standardize_dtype(dtype)
 
 
 def _optimizer_of(obj: Any):

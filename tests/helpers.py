@@ -54,18 +54,20 @@ def assert_trains_identically(original, restored, x, y) -> None:
     assert_same_state(original, restored)
 
 
-def run_python(code: str, *, cwd: Path | None = None, timeout: float = 300, env: dict | None = None) -> str:
+def run_python(code: str, *args: str, cwd: Path | None = None, timeout: float = 300, env: dict | None = None) -> str:
     """Run ``code`` in a fresh interpreter; return stdout, fail with stderr."""
-    return run_script_file(None, code=code, cwd=cwd, timeout=timeout, env=env)
+    return _run([sys.executable, "-c", textwrap.dedent(code), *args], cwd=cwd, timeout=timeout, env=env)
 
 
-def run_script_file(
-    path: Path | None, *, code: str | None = None, cwd: Path | None = None, timeout: float = 300, env=None
-) -> str:
+def run_script(path: Path, *args: str, cwd: Path | None = None, timeout: float = 300, env: dict | None = None) -> str:
+    """Run a script file as ``__main__`` in a fresh interpreter; return stdout."""
+    return _run([sys.executable, str(path), *args], cwd=cwd, timeout=timeout, env=env)
+
+
+def _run(argv: list[str], *, cwd, timeout, env) -> str:
     full_env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "PYTHONPATH": str(REPO_DIR)}
     full_env.update(env or {})
-    args = [sys.executable, str(path)] if path is not None else [sys.executable, "-c", textwrap.dedent(code)]
-    result = subprocess.run(args, cwd=cwd, env=full_env, capture_output=True, text=True, timeout=timeout)
+    result = subprocess.run(argv, cwd=cwd, env=full_env, capture_output=True, text=True, timeout=timeout)
     if result.returncode != 0:
         raise AssertionError(f"subprocess failed ({result.returncode}):\n{result.stdout}\n{result.stderr[-6000:]}")
     return result.stdout

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pickle
 
 import keras
+import numpy as np
 import pytest
 import zoo
 
@@ -172,3 +173,12 @@ def test_custom_object_that_cannot_be_found_fails_at_dump_time():
     with pytest.raises(keras_pickle.CustomObjectError) as info:
         pickle.dumps(Ghostly())
     assert "Ghost" in str(info.value) and info.value.module == "nowhere.at.all"
+
+
+def test_dtype_mismatch_is_reported_not_cast():
+    from keras_pickle import _state
+
+    variable = keras.Variable(np.zeros((2,), "float32"))
+    with pytest.raises(keras_pickle.StateMismatchError, match="dtype float64 in the payload but float32"):
+        _state.assign_in_order([variable], [("v", np.ones((2,), "float64"))], owner="test")
+    assert np.array_equal(np.asarray(variable), np.zeros(2))

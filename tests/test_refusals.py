@@ -116,3 +116,29 @@ def test_sklearn_style_clone_through_deepcopy_of_params():
     assert cloned["optimizer"].get_config() == params["optimizer"].get_config()
     assert type(cloned["metrics"][0]) is keras.metrics.AUC
     assert type(cloned["loss"]) is zoo.CustomMSE
+
+
+def test_copy_copy_of_metric_optimizer_and_callback():
+    metric = mean_metric()
+    twin = copy.copy(metric)
+    assert float(twin.result()) == 1.5 and twin.variables[0] is not metric.variables[0]
+    _model, optimizer = built_optimizer()
+    assert int(copy.copy(optimizer).iterations) == 2
+    callback = keras.callbacks.EarlyStopping(patience=9)
+    shallow = copy.copy(callback)
+    assert shallow is not callback and shallow.patience == 9
+
+
+class SuperReducingLayer(zoo.Scale):
+    """A user __reduce__ that defers to the inherited one."""
+
+    def __reduce__(self):
+        return super().__reduce__()
+
+
+def test_user_reduce_calling_super_gets_the_keras_pickle_payload():
+    layer = SuperReducingLayer(3.0)
+    layer(zoo.data()[0])
+    restored = pickle.loads(pickle.dumps(layer))
+    assert type(restored) is SuperReducingLayer and restored.factor == 3.0
+    assert np.array_equal(np.asarray(layer.w), np.asarray(restored.w))

@@ -132,3 +132,12 @@ def test_safe_mode_loads_custom_objects_of_imported_modules():
     model = zoo.trained(zoo.functional)
     restored = keras_pickle.loads(keras_pickle.dumps(model))
     assert_same_state(model, restored)
+
+
+def test_safe_mode_imports_nothing_even_for_allowed_globals():
+    array = np.arange(6.0).reshape(2, 3)
+    data = keras_pickle.dumps({"model": zoo.sequential(), "array": array}, protocol=2)
+    before = set(sys.modules)
+    loaded = keras_pickle.loads(data)
+    assert set(sys.modules) == before
+    assert np.array_equal(loaded["array"], array)
