@@ -1,0 +1,7 @@
+"""``python -m keras_pickle demo``."""
+
+import sys
+
+from .cli import main
+
+sys.exit(main())
