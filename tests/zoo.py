@@ -95,6 +95,11 @@ class Tower(keras.Model):
         return {**super().get_config(), "units": self.units}
 
 
+@keras.saving.register_keras_serializable(package="zoo")
+class RegisteredTower(Tower):
+    """The same subclassed model, registered with Keras."""
+
+
 class NoConfigModel(keras.Model):
     """A subclassed model without get_config: its arguments cannot be recovered."""
 
@@ -138,7 +143,18 @@ def subclassed() -> keras.Model:
     return model
 
 
-BUILDERS = {"sequential": sequential, "functional": functional, "subclassed": subclassed}
+def registered_subclassed() -> keras.Model:
+    model = RegisteredTower(5)
+    model(np.zeros((1, FEATURES), "float32"))
+    return model
+
+
+BUILDERS = {
+    "sequential": sequential,
+    "functional": functional,
+    "subclassed": subclassed,
+    "registered_subclassed": registered_subclassed,
+}
 
 
 def trained(builder, *, loss="mse", epochs: int = 1) -> keras.Model:
