@@ -709,11 +709,13 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit("--repeat must be at least 1")
 
     started = time.perf_counter()
+    source = _source_revision()  # what was imported, before anyone edits it
 
     def say(message: str) -> None:
         print(f"{time.perf_counter() - started:7.1f}s  {message}", flush=True)
 
     names = args.only or list(WORKLOADS)
+    say(f"keras_pickle {keras_pickle.__version__} from {Path(keras_pickle.__file__).parent} ({source or 'no git'})")
     errors: list[dict] = []
     jobs = [] if args.no_memory else memory_jobs(names, args.quick, sweep=not args.no_sweep)
     rows, info = run_workloads(names, args.quick, args.repeat, errors, say)
@@ -799,6 +801,7 @@ def main(argv: list[str] | None = None) -> int:
         "meta": {
             "keras": keras.__version__,
             "keras_pickle": keras_pickle.__version__,
+            "keras_pickle_source": source,
             "backend": keras.backend.backend(),
             "backend_version": _backend_version(),
             "numpy": np.__version__,
@@ -824,6 +827,19 @@ def main(argv: list[str] | None = None) -> int:
     if sweep or memory:
         draw_chart(sweep, memory, args.png)
     return 1 if errors else 0
+
+
+def _source_revision() -> str | None:
+    """The git commit of the keras_pickle checkout measured, with "+dirty" for local changes."""
+    root = Path(keras_pickle.__file__).resolve().parent.parent
+    try:
+        commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, check=True)
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--", "keras_pickle"], cwd=root, capture_output=True, text=True, check=True
+        )
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    return commit.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
 
 
 def _backend_version() -> str | None:
