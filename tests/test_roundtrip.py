@@ -176,3 +176,15 @@ def test_keras_pickle_dumps_and_loads_with_options(tmp_path):
         loaded = keras_pickle.load(f)
     assert loaded["note"] == "hello"
     assert_same_state(model, loaded["model"])
+
+
+def test_sequential_without_input_built_by_a_call_and_a_deep_stack():
+    x, y = zoo.data()
+    called = keras.Sequential([keras.layers.Dense(4), zoo.Scale(1.1), keras.layers.Dense(1)])
+    called(x)
+    deep = keras.Sequential([keras.Input((zoo.FEATURES,))] + [keras.layers.Dense(4) for _ in range(40)])
+    for model in (called, deep):
+        restored = round_trip(model)
+        assert restored.built and len(restored.layers) == len(model.layers)
+        assert_same_state(model, restored)
+        assert_same_predictions(model, restored, x)
