@@ -32,8 +32,9 @@ their sum). ``--quick`` swaps in tiny models of the same shape of problem.
 Peak extra resident memory of dumps and loads (protocol 5, out-of-band buffers)
 is measured in a child process per (model, implementation): the child builds
 the model, warms the code path up on a tiny model, resets the peak
-(``echo 5 > /proc/self/clear_refs``), reads ``VmRSS``, runs the operation and
-reads ``VmHWM``; the difference is reported as a multiple of the model's state
+(``echo 5 > /proc/self/clear_refs``) after ``malloc_trim(0)`` (so freed but
+still-resident heap pages cannot hide new allocations), reads ``VmRSS``, runs
+the operation and reads ``VmHWM``; the difference is reported as a multiple of the model's state
 bytes (every variable pickled: weights and optimizer slots). With ``--quick``
 a single child measures every tiny model in turn (a smoke test, not a
 measurement).
@@ -410,9 +411,21 @@ def _reset_peak() -> None:
         f.write("5")
 
 
+def _release_free_memory() -> None:
+    """Hand freed heap memory back to the OS (glibc), so an operation cannot hide
+    its allocations in pages that earlier, freed allocations left resident."""
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):
+        pass
+
+
 def _measure(fn: Callable[[], Any]) -> tuple[Any, int, int]:
     """Run ``fn``; return its result, the peak extra RSS during it and the RSS it left behind."""
     gc.collect()
+    _release_free_memory()
     _reset_peak()
     before = _proc_status_kb("VmRSS")
     result = fn()
@@ -423,7 +436,8 @@ def _measure(fn: Callable[[], Any]) -> tuple[Any, int, int]:
 
 def memory_child(specs: list[dict]) -> list[dict]:
     """Runs in a fresh interpreter: :func:`memory_of` for each spec, in order."""
-    return [memory_of(spec) for spec in specs]
+    source = _source_revision()
+    return [{**memory_of(spec), "keras_pickle_source": source} for spec in specs]
 
 
 def memory_of(spec: dict) -> dict:
@@ -660,7 +674,7 @@ def draw_chart(sweep: dict, memory: list[dict], path: Path) -> None:
         ax.axhline(goal, color="gray", linestyle=":", label=f"goal <= {goal}x")
         ax.set_xscale("log")
         ax.set_xlabel("parameters")
-        ax.set_ylabel("peak extra RSS / weight bytes")
+        ax.set_ylabel("peak extra RSS / state bytes")
         ax.set_title(f"peak extra memory of {op} (protocol 5, out-of-band)")
         ax.set_ylim(bottom=0)
         ax.grid(True, which="both", alpha=0.3)
@@ -727,6 +741,9 @@ def main(argv: list[str] | None = None) -> int:
         say(f"[memory] {len(jobs)} measurements in {'one child process' if args.quick else 'child processes'}")
         memory, memory_errors = run_memory_children(jobs, say, shared=args.quick)
         errors += memory_errors
+        moved = {m["keras_pickle_source"] for m in memory} - {source}
+        if moved:
+            say(f"WARNING: keras_pickle changed during the run; memory children measured {', '.join(moved)}")
 
     profile = profile_loads(names, args.quick) if args.profile else {}
 
@@ -824,22 +841,27 @@ def main(argv: list[str] | None = None) -> int:
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps(results, indent=2, default=str))
     print(f"results written to {args.json}")
-    if sweep or memory:
+    if sweep:  # the chart plots the sweeps (and the memory of the sweep's models)
         draw_chart(sweep, memory, args.png)
     return 1 if errors else 0
 
 
-def _source_revision() -> str | None:
-    """The git commit of the keras_pickle checkout measured, with "+dirty" for local changes."""
-    root = Path(keras_pickle.__file__).resolve().parent.parent
+def _source_revision() -> str:
+    """Which keras_pickle source is measured: its git commit ("+dirty" for local
+    changes) and a digest of its .py files, so that edits during a run show."""
+    import hashlib
+
+    package = Path(keras_pickle.__file__).resolve().parent
+    digest = hashlib.sha256()
+    for path in sorted(package.rglob("*.py")):
+        digest.update(str(path.relative_to(package)).encode() + b"\0" + path.read_bytes())
     try:
-        commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, check=True)
-        dirty = subprocess.run(
-            ["git", "status", "--porcelain", "--", "keras_pickle"], cwd=root, capture_output=True, text=True, check=True
-        )
-    except (OSError, subprocess.CalledProcessError):
-        return None
-    return commit.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
+        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=package, capture_output=True, text=True)
+        dirty = subprocess.run(["git", "status", "--porcelain", "--", "."], cwd=package, capture_output=True, text=True)
+        git = commit.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "") if commit.returncode == 0 else "no git"
+    except OSError:
+        git = "no git"
+    return f"{git} sha256:{digest.hexdigest()[:12]}"
 
 
 def _backend_version() -> str | None:

@@ -2,7 +2,7 @@
 
 A copy never leaves the process, so it needs no serialization: the object is
 rebuilt from its config with the live custom objects, and every variable is
-assigned straight from the original's. The copy shares no variable with the
+created straight from the original's value. The copy shares no variable with the
 original. The ``memo`` is honoured and filled: after copying a model, the
 memo maps each of its layers, variables and its optimizer to their copies, so
 ``deepcopy({"model": m, "layer": m.layers[0]})`` stays consistent.
@@ -29,9 +29,14 @@ def _rebuild_twin(obj: Any) -> Any:
 
 def copy_layer(layer: Any, memo: dict) -> Any:
     _payload.check_constructor_recoverable(layer)
-    twin = _rebuild_twin(layer)
+    config = _rebuild.config_of(layer)
+    twin = _rebuild.rebuild_with_state(
+        _rebuild.config_to_json(config, layer),
+        _custom_objects.collect(config, [layer]),
+        _state.capture(layer),
+        safe_mode=False,
+    )
     memo[id(layer)] = twin
-    _state.transfer(layer, twin)
     _record_parts(layer, twin, memo)
     return twin
 

@@ -58,12 +58,7 @@ def object_from_payload(header: dict, body: dict, *, safe_mode: bool) -> Any:
     custom_objects = {str(name): _safe.unwrap(obj) for name, obj in custom_objects.items()}
     if header.get("kind") != KIND_LAYER:
         return _rebuild.from_config(body["config"], custom_objects, safe_mode=safe_mode)
-    state = decode_state(body)
-    obj = _rebuild.from_config(
-        body["config"], custom_objects, safe_mode=safe_mode, expected_variables=len(state.variables)
-    )
-    _state.apply(obj, state)
-    return obj
+    return _rebuild.rebuild_with_state(body["config"], custom_objects, decode_state(body), safe_mode=safe_mode)
 
 
 def decode_state(body: dict) -> _state.CapturedState:

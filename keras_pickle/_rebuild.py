@@ -6,9 +6,11 @@ import json
 from typing import Any
 
 import keras
+from keras.src.backend.common import global_state
 from keras.src.saving import serialization_lib
 
-from .errors import KerasPicklingError, LambdaLayerError
+from . import _backend, _state
+from .errors import KerasPickleError, KerasPicklingError, LambdaLayerError
 
 
 def config_of(obj: Any) -> dict:
@@ -29,18 +31,73 @@ def config_to_json(config: dict, obj: Any) -> str:
         ) from e
 
 
+def rebuild_with_state(config_json: str, custom_objects: dict[str, Any], state: Any, *, safe_mode: bool) -> Any:
+    """Rebuild an object from its config and load ``state`` (a ``_state.CapturedState``).
+
+    Variables are first created *deferred* (in a ``keras.StatelessScope``,
+    where Keras records their initializers without running them) and then
+    created directly from the saved values: no initializer runs for a value
+    that is about to be overwritten, and no variable is written twice. If a
+    layer cannot be built that way (one that creates a variable from a
+    concrete value, say), the object is rebuilt the ordinary way. The model
+    is compiled afterwards, outside the scope, then the optimizer state
+    loaded.
+    """
+    expected = len(state.variables)
+    try:
+        obj, deferred = _from_config_deferred(config_json, custom_objects, safe_mode=safe_mode, expected=expected)
+    except KerasPickleError:
+        raise
+    except Exception:
+        obj = from_config(config_json, custom_objects, safe_mode=safe_mode, expected_variables=expected, compile=False)
+        deferred = []
+    _state.apply_to_layers(obj, state)
+    for variable in deferred:
+        if _backend.is_uninitialized(variable):
+            _backend.initialize_with_initializer(variable)
+    compile_config = json.loads(config_json).get("compile_config")
+    if compile_config:
+        with keras.saving.custom_object_scope(custom_objects):
+            obj.compile_from_config(compile_config)
+        obj.compiled = True
+    _state.apply_to_optimizer(obj, state)
+    return obj
+
+
+def _from_config_deferred(config_json, custom_objects, *, safe_mode, expected) -> tuple[Any, list]:
+    previous = global_state.get_global_attribute("uninitialized_variables")
+    global_state.set_global_attribute("uninitialized_variables", [])
+    try:
+        with keras.StatelessScope(initialize_variables=False):
+            obj = from_config(
+                config_json, custom_objects, safe_mode=safe_mode, expected_variables=expected, compile=False
+            )
+        deferred = list(global_state.get_global_attribute("uninitialized_variables") or [])
+    finally:
+        global_state.set_global_attribute("uninitialized_variables", previous)
+    return obj, deferred
+
+
 def from_config(
-    config_json: str, custom_objects: dict[str, Any], *, safe_mode: bool, expected_variables: int = 0
+    config_json: str,
+    custom_objects: dict[str, Any],
+    *,
+    safe_mode: bool,
+    expected_variables: int = 0,
+    compile: bool = True,
 ) -> Any:
     """Build a fresh object from a JSON config.
 
     The config is decoded anew on every call: Keras's deserializer consumes
     the dict it is given. ``expected_variables`` is how many variables the
-    original had; see :func:`_build_sublayers`.
+    original had; see :func:`_build_sublayers`. ``compile=False`` skips the
+    compile config.
     """
     config = json.loads(config_json)
     if safe_mode:
         refuse_lambdas(config)
+    if not compile and isinstance(config, dict):
+        config.pop("compile_config", None)
     with (
         serialization_lib.ObjectSharingScope(),
         keras.saving.custom_object_scope(custom_objects),
@@ -48,9 +105,7 @@ def from_config(
         if _is_plain_sequential(config):
             obj = _sequential_from_config(config, custom_objects, safe_mode=safe_mode)
         else:
-            obj = serialization_lib.deserialize_keras_object(
-                config, custom_objects=custom_objects, safe_mode=safe_mode
-            )
+            obj = serialization_lib.deserialize_keras_object(config, custom_objects=custom_objects, safe_mode=safe_mode)
         if len(getattr(obj, "variables", ())) < expected_variables:
             _build_sublayers(obj)
     return obj

@@ -51,10 +51,7 @@ class CapturedState:
 
 def capture(obj: Any) -> CapturedState:
     """Every piece of ``obj``'s state, as numpy arrays (which may alias variables)."""
-    return _collect(obj, _backend.to_numpy)
-
-
-def _collect(obj: Any, read) -> CapturedState:
+    read = _backend.to_numpy
     optimizer = _optimizer_of(obj)
     return CapturedState(
         variables=[(v.path, read(v)) for v in obj.variables],
@@ -64,8 +61,12 @@ def _collect(obj: Any, read) -> CapturedState:
     )
 
 
-def apply(obj: Any, state: CapturedState) -> None:
-    """Load ``state`` into ``obj``, a freshly rebuilt copy of the original."""
+def apply_to_layers(obj: Any, state: CapturedState) -> None:
+    """Load variables and layer hook state into ``obj``, a freshly rebuilt copy.
+
+    The optimizer's state is loaded separately (:func:`apply_to_optimizer`),
+    after the model is compiled.
+    """
     assign_in_order(list(obj.variables), state.variables, owner=_describe(obj))
     layers = _flat_layers(obj)
     for layer_state in state.layer_states:
@@ -80,27 +81,26 @@ def apply(obj: Any, state: CapturedState) -> None:
         # tensors from their variables; Keras's loader runs this step too.
         if callable(getattr(layer, "finalize_state", None)):
             layer.finalize_state()
-    if state.optimizer_variables:
-        optimizer = _optimizer_of(obj)
-        if optimizer is None:
-            raise StateMismatchError(
-                f"The payload holds optimizer state, but the rebuilt {_describe(obj)} "
-                "has no optimizer: its compile config did not restore one."
-            )
+
+
+def apply_to_optimizer(obj: Any, state: CapturedState) -> None:
+    if not state.optimizer_variables:
+        return
+    optimizer = _optimizer_of(obj)
+    if optimizer is None:
+        raise StateMismatchError(
+            f"The payload holds optimizer state, but the rebuilt {_describe(obj)} "
+            "has no optimizer: its compile config did not restore one."
+        )
+    targets = list(optimizer.variables)
+    if state.optimizer_built and not optimizer.built:
+        optimizer.build(obj.trainable_variables)
         targets = list(optimizer.variables)
-        if state.optimizer_built and not optimizer.built:
-            optimizer.build(obj.trainable_variables)
-            targets = list(optimizer.variables)
-        elif not state.optimizer_built and optimizer.built:
-            # Keras creates iterations and learning rate first; building only
-            # appends zero-initialized slots, as the first training step would.
-            targets = targets[: len(state.optimizer_variables)]
-        assign_in_order(targets, state.optimizer_variables, owner=f"optimizer of {_describe(obj)}")
-
-
-def transfer(src: Any, dst: Any) -> None:
-    """Copy every piece of ``src``'s state into ``dst``, its rebuilt twin, in-process."""
-    apply(dst, _collect(src, lambda variable: variable.value))
+    elif not state.optimizer_built and optimizer.built:
+        # Keras creates iterations and learning rate first; building only
+        # appends zero-initialized slots, as the first training step would.
+        targets = targets[: len(state.optimizer_variables)]
+    assign_in_order(targets, state.optimizer_variables, owner=f"optimizer of {_describe(obj)}")
 
 
 def assign_in_order(targets: list, values: list[tuple[str, Any]], *, owner: str) -> None:

@@ -38,6 +38,8 @@ def assert_same_state(original, restored) -> None:
         assert bytes_a == bytes_b, f"variable {path_a} differs"
     shared = {id(v) for v in original.variables} & {id(v) for v in restored.variables}
     assert not shared, "restored object shares variables with the original"
+    storage = {id(v.value) for v in original.variables} & {id(v.value) for v in restored.variables}
+    assert not storage, "restored variables share backend storage with the original"
 
 
 def assert_same_predictions(original, restored, x) -> None:
