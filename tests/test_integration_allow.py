@@ -1,0 +1,182 @@
+"""install(allow=...): metrics, callbacks and unbuilt optimizers pickle with their complete state."""
+
+from __future__ import annotations
+
+import pickle
+
+import keras
+import numpy as np
+import pytest
+import zoo
+
+import keras_pickle
+from keras_pickle import _mixins
+
+
+@pytest.fixture(autouse=True)
+def reset_allow():
+    yield
+    keras_pickle.install(allow=())
+
+
+def values(obj):
+    return [(v.path, np.asarray(v).dtype.str, np.asarray(v).shape, np.asarray(v).tobytes()) for v in obj.variables]
+
+
+def labels_and_scores(seed, n=12, classes=3):
+    rng = np.random.default_rng(seed)
+    y_true = np.eye(classes, dtype="float32")[rng.integers(0, classes, n)]
+    return y_true, rng.random((n, classes)).astype("float32")
+
+
+class RunningMax(keras.metrics.Metric):
+    """A custom metric with its own variable and a constructor argument."""
+
+    def __init__(self, scale=1.0, **kwargs):
+        super().__init__(**kwargs)
+        self.scale = scale
+        self.peak = self.add_variable(shape=(), initializer="zeros", name="peak")
+
+    def update_state(self, y_true, y_pred, sample_weight=None):
+        self.peak.assign(keras.ops.maximum(self.peak, keras.ops.max(y_pred) * self.scale))
+
+    def result(self):
+        return self.peak
+
+    def get_config(self):
+        return {**super().get_config(), "scale": self.scale}
+
+
+METRICS = {
+    "Mean": lambda: keras.metrics.Mean(),
+    "AUC": lambda: keras.metrics.AUC(num_thresholds=20),
+    "AUC multi_label (variables created on first update)": lambda: keras.metrics.AUC(multi_label=True),
+    "F1Score (variables created on first update)": lambda: keras.metrics.F1Score(average="macro"),
+    "R2Score (some variables created on first update)": lambda: keras.metrics.R2Score(),
+    "custom RunningMax": lambda: RunningMax(scale=2.0),
+}
+
+
+@pytest.mark.parametrize("name", sorted(METRICS))
+@pytest.mark.parametrize("protocol", [2, 5])
+def test_metrics_keep_their_accumulated_state(name, protocol):
+    keras_pickle.install(allow=("metrics",))
+    metric = METRICS[name]()
+    y_true, y_pred = labels_and_scores(0)
+    if name == "Mean":
+        metric.update_state(y_pred)
+    else:
+        metric.update_state(y_true, y_pred)
+    restored = pickle.loads(pickle.dumps(metric, protocol=protocol))
+    assert type(restored) is type(metric) and restored.get_config() == metric.get_config()
+    assert values(restored) == values(metric) and len(values(metric)) > 0
+    assert np.array_equal(np.asarray(restored.result()), np.asarray(metric.result()))
+    # Both go on accumulating identically, and share nothing.
+    y_true, y_pred = labels_and_scores(1)
+    for m in (metric, restored):
+        m.update_state(y_pred) if name == "Mean" else m.update_state(y_true, y_pred)
+    assert values(restored) == values(metric)
+    assert not {id(v) for v in metric.variables} & {id(v) for v in restored.variables}
+
+
+def test_metric_variables_travel_out_of_band_with_protocol_5():
+    keras_pickle.install(allow=("metrics",))
+    metric = keras.metrics.AUC(num_thresholds=1000)
+    metric.update_state([0, 1, 1, 0], [0.1, 0.8, 0.6, 0.3])
+    buffers = []
+    data = pickle.dumps(metric, protocol=5, buffer_callback=buffers.append)
+    assert len(buffers) == len(metric.variables) == 4
+    assert sum(memoryview(b).nbytes for b in buffers) == 16000 and len(data) < 2000
+    restored = pickle.loads(data, buffers=buffers)
+    assert values(restored) == values(metric)
+
+
+def test_unbuilt_optimizers_pickle_and_built_ones_stay_refused():
+    keras_pickle.install(allow=("metrics", "callbacks", "optimizers"))
+    optimizer = keras.optimizers.SGD(learning_rate=0.25, momentum=0.5)
+    optimizer.iterations.assign(7)
+    restored = pickle.loads(pickle.dumps(optimizer))
+    assert restored.get_config() == optimizer.get_config() and not restored.built
+    assert values(restored) == values(optimizer) and int(restored.iterations) == 7
+
+    model = zoo.trained(zoo.sequential)
+    with pytest.raises(keras_pickle.PickleRefusedError, match="Refusing to pickle keras.optimizers.Adam: it is built"):
+        pickle.dumps(model.optimizer)
+    assert b"keras_pickle._format" in pickle.dumps(model)  # the model carries its optimizer
+
+
+def test_callbacks_keep_every_attribute_and_their_model():
+    keras_pickle.install(allow=("callbacks",))
+    model = zoo.trained(zoo.sequential)
+    stopping = keras.callbacks.EarlyStopping(monitor="loss", patience=2, restore_best_weights=True)
+    x, y = zoo.data()
+    model.fit(x, y, epochs=3, batch_size=8, verbose=0, callbacks=[stopping])
+    assert stopping.best_weights is not None
+    model2, stopping2 = pickle.loads(pickle.dumps((model, stopping)))
+    assert type(stopping2) is keras.callbacks.EarlyStopping
+    assert sorted(vars(stopping2)) == sorted(vars(stopping))
+    for name in ("monitor", "patience", "wait", "stopped_epoch", "best", "best_epoch", "params"):
+        assert getattr(stopping2, name) == getattr(stopping, name), name
+    assert all(np.array_equal(a, b) for a, b in zip(stopping2.best_weights, stopping.best_weights))
+    assert stopping2.model is model2  # pickled once, shared as before
+
+
+def test_a_callback_attribute_that_cannot_be_pickled_is_named(tmp_path):
+    keras_pickle.install(allow=("callbacks",))
+
+    class Logger(keras.callbacks.Callback):
+        def __init__(self, path):
+            super().__init__()
+            self.every = 2
+            self.log_file = open(path, "w")  # noqa: SIM115
+
+    logger = Logger(tmp_path / "log.txt")
+    try:
+        with pytest.raises(keras_pickle.KerasPicklingError, match="attribute 'log_file'") as info:
+            pickle.dumps(logger)
+        assert "TextIOWrapper" in str(info.value)
+    finally:
+        logger.log_file.close()
+
+
+def test_history_pickles_by_default():
+    model = zoo.trained(zoo.sequential)
+    x, y = zoo.data()
+    history = model.fit(x, y, epochs=2, batch_size=8, verbose=0)
+    model2, history2 = pickle.loads(pickle.dumps((model, history)))
+    assert history2.history == history.history and history2.epoch == history.epoch == [0, 1]
+    assert history2.model is model2
+    with pytest.raises(keras_pickle.PickleRefusedError, match="keras.callbacks.EarlyStopping"):
+        pickle.dumps(keras.callbacks.EarlyStopping())
+
+
+def test_allow_is_checked_kept_and_reset():
+    with pytest.raises(TypeError, match=r"allow=\('metrics',\)"):
+        keras_pickle.install(allow="metrics")
+    with pytest.raises(ValueError, match="'losses'"):
+        keras_pickle.install(allow=("losses",))
+    keras_pickle.install(allow=("metrics",))
+    keras_pickle.install()  # keeps the setting (keras_pickle.dumps calls install())
+    keras_pickle.dumps(keras.metrics.Mean())
+    keras_pickle.install(allow=())
+    with pytest.raises(keras_pickle.PickleRefusedError):
+        pickle.dumps(keras.metrics.Mean())
+    keras_pickle.install(allow=("metrics",))
+    keras_pickle.uninstall()
+    try:
+        assert _mixins.allowed() == frozenset()
+    finally:
+        keras_pickle.install()
+
+
+def test_a_process_that_loads_an_allowed_metric_can_send_it_back(monkeypatch):
+    keras_pickle.install(allow=("metrics",))
+    metric = keras.metrics.Mean()
+    metric.update_state([4.0, 5.0])
+    data = pickle.dumps(metric)
+    # A worker: nothing allowed, and the user never called install(allow=...) there.
+    monkeypatch.setattr(_mixins, "_allowed", frozenset())
+    monkeypatch.setattr(_mixins, "_allow_explicit", False)
+    restored = pickle.loads(data)
+    assert "metrics" in _mixins.allowed()
+    assert float(pickle.loads(pickle.dumps(restored)).result()) == 4.5
