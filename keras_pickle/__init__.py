@@ -10,7 +10,11 @@ from ._api import dump as dump
 from ._api import dumps as dumps
 from ._api import load as load
 from ._api import loads as loads
+from ._check import CheckReport as CheckReport
+from ._check import check as check
 from ._format import FORMAT_VERSION as FORMAT_VERSION
+from ._inspect import PayloadInfo as PayloadInfo
+from ._inspect import inspect as inspect
 from ._mixins import CallbackPickleMixin as CallbackPickleMixin
 from ._mixins import LayerPickleMixin as LayerPickleMixin
 from ._mixins import LossPickleMixin as LossPickleMixin
@@ -28,6 +32,7 @@ from .errors import KerasUnpicklingError as KerasUnpicklingError
 from .errors import LambdaLayerError as LambdaLayerError
 from .errors import NotAPayloadError as NotAPayloadError
 from .errors import PickleRefusedError as PickleRefusedError
+from .errors import ResourceLimitError as ResourceLimitError
 from .errors import StateMismatchError as StateMismatchError
 from .errors import UnrecoverableConfigError as UnrecoverableConfigError
 from .errors import UnsafePayloadError as UnsafePayloadError

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import pickle
+import pickletools
 from collections.abc import Callable, Iterable
 from typing import IO, Any
 
@@ -67,7 +68,9 @@ def loads(data: bytes, *, safe_mode: bool = True, buffers: Iterable[Any] | None 
     view = memoryview(data)
     if view.nbytes == 0:
         raise NotAPayloadError("Not a keras_pickle payload: the data is empty.", found="empty data")
-    return _load_one(io.BytesIO(view), safe_mode=safe_mode, buffers=buffers, describe=lambda: describe_bytes(view))
+    # BytesIO shares a bytes object's memory instead of copying it.
+    file = io.BytesIO(data if type(data) is bytes else view)
+    return _load_one(file, safe_mode=safe_mode, buffers=buffers, describe=lambda: describe_bytes(view))
 
 
 def load(file: IO[bytes], *, safe_mode: bool = True, buffers: Iterable[Any] | None = None) -> Any:
@@ -80,6 +83,7 @@ def _load_one(file: IO[bytes], *, safe_mode: bool, buffers, describe: Callable[[
     options = _options.LoadOptions(safe_mode=safe_mode)
     unpickler_class = _safe.SafeUnpickler if safe_mode else pickle.Unpickler
     head = _peek(file)
+    check_lengths(file, describe)
     with _options.loading(options):
         try:
             obj = unpickler_class(file, buffers=buffers).load()
@@ -102,6 +106,114 @@ def _load_one(file: IO[bytes], *, safe_mode: bool, buffers, describe: Callable[[
             found=found,
         )
     return obj
+
+
+# How each opcode's argument is laid out (pickletools' ArgumentDescriptor.n):
+# a fixed size, up to a newline, or a length prefix of 1, 4 or 8 bytes.
+_ARGUMENT_SIZES = {op.code.encode("latin-1")[0]: (op.arg.n if op.arg else 0, op.name) for op in pickletools.opcodes}
+_LENGTH_PREFIXES = {
+    pickletools.TAKEN_FROM_ARGUMENT1: (1, False),
+    pickletools.TAKEN_FROM_ARGUMENT4: (4, True),
+    pickletools.TAKEN_FROM_ARGUMENT4U: (4, False),
+    pickletools.TAKEN_FROM_ARGUMENT8U: (8, False),
+}
+_STOP = ord(".")
+
+
+def check_lengths(file: IO[bytes], describe: Callable[[], str]) -> None:
+    """Refuse a pickle whose length fields claim more data than the file holds.
+
+    CPython's unpickler allocates the object a ``BINBYTES`` / ``BINBYTES8`` /
+    ``BYTEARRAY8`` opcode announces *before* reading its data, so ten bytes
+    claiming a 16 GiB string make it allocate 16 GiB. This walks the opcodes
+    (skipping, never reading, their data) and compares every length with what
+    is left. Anything else malformed is left to the unpickler to report. Files
+    that cannot seek are not checked.
+    """
+    try:
+        start = file.tell()
+        end = file.seek(0, io.SEEK_END)
+        file.seek(start)
+    except (AttributeError, OSError, ValueError):
+        return
+    try:
+        _walk_lengths(file, start, end, describe)
+    except (OSError, ValueError, TypeError, IndexError):
+        pass  # an odd file object: the unpickler reports its errors
+    finally:
+        file.seek(start)
+
+
+def _walk_lengths(file: IO[bytes], start: int, end: int, describe: Callable[[], str]) -> None:
+    read, seek = file.read, file.seek
+    position = start
+    while position < end:
+        code = read(1)
+        if not code:
+            return
+        position += 1
+        if code[0] == _STOP:
+            return
+        layout = _ARGUMENT_SIZES.get(code[0])
+        if layout is None:
+            return  # not an opcode: the unpickler says what is wrong
+        size, name = layout
+        if size == pickletools.UP_TO_NEWLINE:
+            lines = 2 if name in ("GLOBAL", "INST") else 1
+            for _ in range(lines):
+                line = file.readline()
+                if not line.endswith(b"\n"):
+                    return
+                position += len(line)
+            if name == "PUT":
+                try:
+                    index = int(line)
+                except ValueError:
+                    return
+                _check_memo_index(name, index, position - len(line) - 1 - start, position - start, describe)
+            continue
+        if name == "LONG_BINPUT":
+            prefix = read(4)
+            if len(prefix) < 4:
+                return
+            position += 4
+            index = int.from_bytes(prefix, "little")
+            _check_memo_index(name, index, position - 5 - start, position - start, describe)
+            continue
+        if size in _LENGTH_PREFIXES or name == "FRAME":
+            width, signed = _LENGTH_PREFIXES.get(size, (8, False))
+            prefix = read(width)
+            if len(prefix) < width:
+                return
+            position += width
+            length = int.from_bytes(prefix, "little", signed=signed)
+            if length < 0:
+                return  # BINSTRING's negative count: the unpickler refuses it
+            if length > end - position:
+                raise NotAPayloadError(
+                    f"Not a keras_pickle payload: {describe()} is truncated or corrupt: its {name} opcode "
+                    f"at byte {position - width - 1 - start} announces {length:,} bytes, but only "
+                    f"{end - position:,} follow.",
+                    found=describe(),
+                )
+            if name == "FRAME":
+                continue  # the frame's content is opcodes: walk them
+            position = seek(length, io.SEEK_CUR)
+            continue
+        position = seek(size, io.SEEK_CUR)
+
+
+def _check_memo_index(name: str, index: int, at: int, read_so_far: int, describe: Callable[[], str]) -> None:
+    """CPython's unpickler grows its memo to twice the largest index stored, and
+    zeroes it: ``LONG_BINPUT 539780469`` alone costs 8 GiB. A pickler numbers
+    memo entries from 0, one per PUT, so no honest index exceeds the bytes read."""
+    if index > read_so_far:
+        raise NotAPayloadError(
+            f"Not a keras_pickle payload: {describe()} is corrupt: its {name} opcode at byte {at} stores "
+            f"memo entry {index:,}, more than the {read_so_far:,} bytes before it could have numbered "
+            "(unpickling it would allocate memory for every entry below).",
+            found=describe(),
+        )
 
 
 def _peek(file: IO[bytes], size: int = 4096) -> bytes:

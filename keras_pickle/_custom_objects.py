@@ -120,7 +120,7 @@ def collect(config: dict, live_roots: list[Any]) -> dict[str, Any]:
                 name=name,
                 module=module,
             )
-        for key in keys:
+        for key in sorted(keys):  # sorted: the payload must not depend on the hash seed
             found[key] = obj
     return found
 

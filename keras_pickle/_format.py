@@ -29,6 +29,7 @@ and ``bytes`` under protocols 0-4. No zip, no HDF5, no numpy pickling.
 
 from __future__ import annotations
 
+import json
 import math
 import pickle
 from collections.abc import Iterable
@@ -46,12 +47,28 @@ from .errors import (
     KerasPickleError,
     KerasUnpicklingError,
     NotAPayloadError,
+    ResourceLimitError,
     StateMismatchError,
 )
 
 FORMAT_NAME = "keras_pickle"
 FORMAT_VERSION = 1
 CHECKSUM_ALGORITHM = "xxh3_64"
+KINDS = ("layer", "loss")
+
+# Resource limits, checked against the header and the body before the
+# reconstructor decodes a single array or asks Keras to build anything. They
+# are far above any real model; raise them (module attributes) if one needs it.
+MAX_VARIABLES = 1_000_000
+"""Array entries in one payload (weights, optimizer state and layer state together)."""
+MAX_WEIGHT_BYTES = 1 << 38
+"""Bytes of array data in one payload (256 GiB)."""
+MAX_ARRAY_BYTES = MAX_WEIGHT_BYTES
+"""Bytes of one array entry."""
+MAX_ARRAY_RANK = 64
+"""Dimensions of one array entry (numpy's own maximum)."""
+MAX_LAYERS = 100_000
+"""Layer configs one payload's config may list (nested models included)."""
 
 # Extension float types (ml_dtypes) have no portable numpy type string.
 _EXTENSION_DTYPES = (
@@ -88,9 +105,9 @@ def dtype_from_wire(name: object) -> np.dtype:
         return np.dtype(getattr(ml_dtypes, name))
     try:
         dtype = np.dtype(name)
-    except TypeError as e:
+    except Exception as e:  # numpy raises TypeError, ValueError or SyntaxError for junk
         raise KerasUnpicklingError(f"Invalid dtype in payload: {name!r}.", original_error=e) from e
-    if dtype.hasobject or dtype.fields is not None:
+    if dtype.hasobject or dtype.fields is not None or dtype.subdtype is not None:
         raise KerasUnpicklingError(f"Refusing dtype {name!r}: only plain numeric dtypes are stored.")
     return dtype
 
@@ -194,7 +211,11 @@ def body_checksum(body: dict) -> str:
 
 
 def check_header(header: object) -> dict:
-    """Validate a header, or raise the error that says what was found."""
+    """Validate a header, or raise the error that says what was found.
+
+    Everything the header claims is checked against the resource limits here,
+    before the body is looked at.
+    """
     if not (isinstance(header, dict) and header.get("format") == FORMAT_NAME):
         found = "a dict without the keras_pickle marker" if isinstance(header, dict) else f"a {type(header).__name__}"
         raise NotAPayloadError(
@@ -218,12 +239,197 @@ def check_header(header: object) -> dict:
             found_version=version,
             supported_version=FORMAT_VERSION,
         )
+    kind = header.get("kind")
+    if not (isinstance(kind, str) and kind in KINDS):
+        raise KerasUnpicklingError(f"Corrupt keras_pickle payload: the header names an unknown kind {kind!r}.")
+    n_variables = _header_count(header, "n_variables")
+    weight_bytes = _header_count(header, "weight_bytes")
+    check_limit("MAX_VARIABLES", n_variables, f"its header claims {n_variables:,} variables")
+    check_limit("MAX_WEIGHT_BYTES", weight_bytes, f"its header claims {_human_bytes(weight_bytes)} of weights")
+    checksum = header.get("checksum")
+    if checksum is not None and not (isinstance(checksum, str) and checksum.startswith(CHECKSUM_ALGORITHM + ":")):
+        raise KerasUnpicklingError(f"Corrupt keras_pickle payload: invalid checksum {checksum!r} in the header.")
     return header
 
 
+def _header_count(header: dict, key: str) -> int:
+    value = header.get(key)
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise KerasUnpicklingError(f"Corrupt keras_pickle payload: invalid {key} {value!r} in the header.")
+    return value
+
+
+def check_limit(limit_name: str, value: int, what: str) -> None:
+    """Raise :class:`ResourceLimitError` when ``value`` exceeds the limit ``limit_name``."""
+    limit = globals()[limit_name]
+    if value > limit:
+        shown = _human_bytes(limit) if limit_name.endswith("BYTES") else f"{limit:,}"
+        raise ResourceLimitError(
+            f"Refusing this payload before allocating anything: {what}, more than the limit "
+            f"of {shown} (keras_pickle._format.{limit_name}).",
+            limit_name=limit_name,
+            limit=limit,
+            value=value,
+        )
+
+
+def _human_bytes(n: int) -> str:
+    if n < 1024:
+        return f"{n} bytes"
+    if n >= 1 << 60:
+        return f"about 2^{n.bit_length() - 1} bytes"
+    for unit in ("KiB", "MiB", "GiB", "TiB", "PiB"):
+        n /= 1024
+        if n < 1024 or unit == "PiB":
+            return f"{n:,.1f} {unit}"
+    raise AssertionError("unreachable")
+
+
+def check_entry(entry: object, section: str) -> int:
+    """Validate one ``(path, dtype, shape, data)`` entry; return its byte count.
+
+    The shape is checked against the limits before anything else, and the
+    data must be a buffer of exactly the size shape and dtype imply.
+    """
+    if not (isinstance(entry, tuple) and len(entry) == 4):
+        raise KerasUnpicklingError(
+            f"Corrupt keras_pickle payload: an entry of {section} is a {type(entry).__name__}, "
+            "not a (path, dtype, shape, data) tuple."
+        )
+    key, dtype_name, shape, data = entry
+    if not isinstance(key, str):
+        raise KerasUnpicklingError(
+            f"Corrupt keras_pickle payload: an entry of {section} has a {type(key).__name__} as its path."
+        )
+    if not (isinstance(shape, tuple) and all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in shape)):
+        raise KerasUnpicklingError(f"Invalid shape for {key!r} in payload: {shape!r}.")
+    check_limit("MAX_ARRAY_RANK", len(shape), f"variable {key!r} has {len(shape)} dimensions")
+    dtype = dtype_from_wire(dtype_name)
+    nbytes = math.prod(shape) * dtype.itemsize
+    what = f"variable {key!r} of shape {_shorten(repr(shape), 200)} and dtype {dtype.name} needs {_human_bytes(nbytes)}"
+    check_limit("MAX_ARRAY_BYTES", nbytes, what)
+    try:
+        actual = memoryview(data).nbytes
+    except TypeError as e:
+        raise KerasUnpicklingError(
+            f"Invalid data for {key!r} in payload: {type(data).__name__} is not a buffer.", original_error=e
+        ) from e
+    if actual != nbytes:
+        raise StateMismatchError(
+            f"Variable {key!r} has {actual} bytes of data; its shape {shape} and dtype {dtype.name} "
+            f"need {nbytes}. The payload is truncated or corrupt.",
+            path=key,
+        )
+    return nbytes
+
+
+def _sequence(body: dict, key: str) -> list | tuple:
+    value = body.get(key, ())
+    if not isinstance(value, (list, tuple)):
+        raise KerasUnpicklingError(f"Corrupt keras_pickle payload: {key} is a {type(value).__name__}, not a list.")
+    return value
+
+
+def _iter_checked_arrays(body: dict) -> Iterable[tuple[object, str]]:
+    """Every array entry of the body with its section, the structure around it checked."""
+    for section in ("variables", "optimizer_variables"):
+        for entry in _sequence(body, section):
+            yield entry, section
+    for state in _sequence(body, "layer_states"):
+        if not (
+            isinstance(state, tuple)
+            and len(state) == 3
+            and isinstance(state[0], int)
+            and not isinstance(state[0], bool)
+            and state[0] >= 0
+            and isinstance(state[1], (list, tuple))
+            and isinstance(state[2], (list, tuple))
+        ):
+            raise KerasUnpicklingError(
+                "Corrupt keras_pickle payload: a layer_states entry is not an (index, variables, assets) tuple."
+            )
+        for asset in state[2]:
+            if not (isinstance(asset, tuple) and len(asset) == 2 and isinstance(asset[0], str)):
+                raise KerasUnpicklingError("Corrupt keras_pickle payload: an asset is not a (path, content) tuple.")
+            if not isinstance(asset[1], (bytes, bytearray, memoryview, pickle.PickleBuffer)):
+                raise KerasUnpicklingError(
+                    f"Corrupt keras_pickle payload: asset {asset[0]!r} holds a {type(asset[1]).__name__}, not bytes."
+                )
+        for entry in state[1]:
+            yield entry, "layer_states"
+
+
+def count_config_layers(config: object) -> int:
+    """Layer configs listed anywhere in a decoded config (nested models included)."""
+    count = 0
+    stack = [config]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            layers = node.get("layers")
+            if isinstance(layers, list):
+                count += len(layers)
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+    return count
+
+
+def _check_custom_objects(body: dict) -> None:
+    from . import _safe
+
+    custom_objects = body.get("custom_objects", {})
+    if not isinstance(custom_objects, dict):
+        raise KerasUnpicklingError("Corrupt keras_pickle payload: custom_objects is not a dict.")
+    safe_mode = _options.load_options().safe_mode
+    for key, value in custom_objects.items():
+        if not isinstance(key, str):
+            raise KerasUnpicklingError(f"Corrupt keras_pickle payload: custom object key {key!r} is not a string.")
+        # In safe mode every custom object arrives as an inert reference made
+        # by the restricted unpickler; anything else was not named by a global.
+        ok = isinstance(value, _safe.InertReference) if safe_mode else callable(value) and value is not restore
+        if not ok:
+            raise KerasUnpicklingError(
+                f"Corrupt keras_pickle payload: custom object {key!r} is a {type(value).__name__}, "
+                "not a class or function."
+            )
+
+
 def check_body(header: dict, body: object) -> dict:
+    """Validate the body against its (checked) header before anything is decoded.
+
+    Checks the structure, every entry's shape against the limits and its data
+    size, the header's variable count and byte count against the body, the
+    number of layers the config lists, and then the checksum, if any.
+    """
     if not isinstance(body, dict) or not isinstance(body.get("config"), str):
         raise KerasUnpicklingError("Corrupt keras_pickle payload: the body has no config.")
+    n_variables = 0
+    weight_bytes = 0
+    for entry, section in _iter_checked_arrays(body):
+        n_variables += 1
+        check_limit("MAX_VARIABLES", n_variables, "its body holds more variables")
+        weight_bytes += check_entry(entry, section)
+        check_limit("MAX_WEIGHT_BYTES", weight_bytes, "its body holds more bytes of weights")
+    if n_variables != header["n_variables"] or weight_bytes != header["weight_bytes"]:
+        raise KerasUnpicklingError(
+            f"Corrupt keras_pickle payload: its header claims {header['n_variables']} variables of "
+            f"{header['weight_bytes']} bytes, its body holds {n_variables} variables of {weight_bytes} bytes."
+        )
+    if header["kind"] != "layer" and n_variables:
+        raise KerasUnpicklingError(f"Corrupt keras_pickle payload: a {header['kind']} payload holds variables.")
+    if not isinstance(body.get("optimizer_built", False), bool):
+        raise KerasUnpicklingError("Corrupt keras_pickle payload: optimizer_built is not a bool.")
+    _check_custom_objects(body)
+    try:
+        config = json.loads(body["config"])
+    except (ValueError, RecursionError) as e:
+        raise KerasUnpicklingError(
+            "Corrupt keras_pickle payload: the config is not valid JSON "
+            f"({type(e).__name__}: {_shorten(str(e), 200)}).",
+            original_error=e,
+        ) from e
+    check_limit("MAX_LAYERS", count_config_layers(config), "its config lists more layers")
     expected = header.get("checksum")
     if expected is not None:
         actual = body_checksum(body)

@@ -23,6 +23,7 @@ __all__ = [
     "LambdaLayerError",
     "StateMismatchError",
     "ChecksumMismatchError",
+    "ResourceLimitError",
 ]
 
 
@@ -124,3 +125,17 @@ class StateMismatchError(KerasUnpicklingError):
 
 class ChecksumMismatchError(KerasUnpicklingError):
     """The payload's content does not match the checksum in its header."""
+
+
+class ResourceLimitError(KerasUnpicklingError):
+    """A payload asks for more than a resource limit of keras_pickle._format allows.
+
+    ``limit_name`` names the limit (``"MAX_WEIGHT_BYTES"``...), ``limit`` is
+    its value and ``value`` what the payload asked for.
+    """
+
+    def __init__(self, message: str, *, limit_name: str, limit: int, value: int):
+        super().__init__(message)
+        self.limit_name = limit_name
+        self.limit = limit
+        self.value = value

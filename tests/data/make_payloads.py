@@ -1,0 +1,92 @@
+"""Write the stored payloads of tests/data: one set per released format version.
+
+    python tests/data/make_payloads.py          # from the repository root
+
+Each ``NAME.pkl`` is a keras_pickle payload as ``keras_pickle.dumps`` wrote it
+(format version ``keras_pickle.FORMAT_VERSION`` at the time), and ``NAME.npz``
+what loading it must give back: ``x`` (inputs), ``y`` (the outputs on ``x``)
+and ``var_000``, ``var_001``... (every variable, optimizer state included, in
+order). ``tests/data/test_stored_payloads.py`` loads every one of them.
+
+Never regenerate the files of an earlier format version: they are what users'
+old pickles look like. When the format changes, bump the prefix (``v2_...``)
+and add the new set beside the old one.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))  # tests/, for zoo
+
+import keras  # noqa: E402
+import numpy as np  # noqa: E402
+import zoo  # noqa: E402
+
+import keras_pickle  # noqa: E402
+
+
+def sequential() -> keras.Model:
+    """A Sequential with a custom layer (zoo.Scale) and activation, trained with Adam."""
+    return zoo.trained(zoo.sequential)
+
+
+def functional() -> keras.Model:
+    """A Functional with a nested Sequential, a registered layer and a custom block."""
+    return zoo.trained(zoo.functional)
+
+
+def layer() -> keras.layers.Layer:
+    """A standalone custom layer, built."""
+    keras.utils.set_random_seed(2)
+    scale = zoo.Scale(2.5)
+    scale.build((None, zoo.FEATURES))
+    return scale
+
+
+# name -> (builder, dumps keyword arguments)
+PAYLOADS = {
+    "v1_sequential": (sequential, {}),
+    "v1_sequential_checksum": (sequential, {"checksum": True}),
+    "v1_sequential_protocol2": (sequential, {"protocol": 2}),
+    "v1_functional": (functional, {}),
+    "v1_functional_checksum": (functional, {"checksum": True}),
+    "v1_layer": (layer, {}),
+    "v1_layer_checksum": (layer, {"checksum": True}),
+}
+
+
+def variables_of(obj) -> list[np.ndarray]:
+    variables = list(obj.variables)
+    optimizer = getattr(obj, "optimizer", None)
+    if optimizer is not None:
+        variables += list(optimizer.variables)
+    return [np.asarray(keras.ops.convert_to_numpy(v.value)) for v in variables]
+
+
+def outputs(obj, x: np.ndarray) -> np.ndarray:
+    if isinstance(obj, keras.Model):
+        return obj.predict(x, verbose=0)
+    return np.asarray(keras.ops.convert_to_numpy(obj(x)))
+
+
+def main() -> None:
+    keras_pickle.install()
+    x = zoo.data(8, seed=5)[0]
+    for name, (builder, options) in PAYLOADS.items():
+        obj = builder()
+        data = keras_pickle.dumps(obj, **options)
+        (HERE / f"{name}.pkl").write_bytes(data)
+        arrays = {f"var_{i:03d}": value for i, value in enumerate(variables_of(obj))}
+        np.savez_compressed(HERE / f"{name}.npz", x=x, y=outputs(obj, x), **arrays)
+        print(f"{name}: {len(data)} bytes, {len(arrays)} variables")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,95 @@
+"""Payloads written by earlier releases stay loadable; newer formats are refused clearly.
+
+The files beside this module were written by ``make_payloads.py``; they are
+never regenerated for an earlier format version.
+"""
+
+from __future__ import annotations
+
+import pickle
+import pickletools
+from pathlib import Path
+
+import keras
+import make_payloads
+import numpy as np
+import pytest
+import zoo  # noqa: F401  (the payloads' custom objects: safe mode needs their module imported)
+
+import keras_pickle
+
+HERE = Path(__file__).resolve().parent
+STORED = sorted(path.stem for path in HERE.glob("*.pkl"))
+
+
+def test_every_generated_payload_is_stored_and_small():
+    assert STORED == sorted(make_payloads.PAYLOADS)
+    for name in STORED:
+        for suffix in (".pkl", ".npz"):
+            assert (HERE / f"{name}{suffix}").stat().st_size < 100_000, name
+
+
+def outputs(obj, x):
+    if isinstance(obj, keras.Model):
+        return obj.predict(x, verbose=0)
+    return np.asarray(keras.ops.convert_to_numpy(obj(x)))
+
+
+@pytest.mark.parametrize("name", STORED)
+def test_stored_payload_loads_with_its_values_and_outputs(name):
+    data = (HERE / f"{name}.pkl").read_bytes()
+    expected = np.load(HERE / f"{name}.npz")
+    n_variables = len([key for key in expected.files if key.startswith("var_")])
+
+    info = keras_pickle.inspect(data, verify=True)
+    assert info.format_version == 1 and info.n_variables == n_variables and info.warnings == ()
+    assert info.checksum_status == ("verified" if name.endswith("_checksum") else "absent")
+
+    with open(HERE / f"{name}.pkl", "rb") as f:
+        loaded = [keras_pickle.loads(data), keras_pickle.load(f), pickle.loads(data)]
+    for obj in loaded:
+        values = make_payloads.variables_of(obj)
+        assert len(values) == n_variables
+        for i, value in enumerate(values):
+            stored = expected[f"var_{i:03d}"]
+            assert (value.dtype, value.shape) == (stored.dtype, stored.shape), (name, i)
+            assert np.array_equal(value, stored), (name, i)
+        # Same weights, same computation: equal up to kernel differences between CPUs.
+        np.testing.assert_allclose(outputs(obj, expected["x"]), expected["y"], rtol=1e-6, atol=1e-6)
+
+
+def with_format_version(data: bytes, version: int) -> bytes:
+    """``data`` with the header's format_version (a BININT1 after its key) changed."""
+    previous = None
+    for opcode, arg, position in pickletools.genops(data):
+        if opcode.name == "BININT1" and previous == "format_version":
+            return data[: position + 1] + bytes([version]) + data[position + 2 :]
+        if isinstance(arg, str):
+            previous = arg
+    raise AssertionError("no format_version in the payload")
+
+
+@pytest.mark.parametrize("name", ["v1_sequential_checksum", "v1_sequential_protocol2"])
+def test_a_stored_payload_claiming_format_version_2_names_both_versions(name, tmp_path):
+    # test_format.py forges version 7 through pickle; this edits stored bytes, as a
+    # newer keras_pickle would write them, and reads them every way a user would.
+    data = with_format_version((HERE / f"{name}.pkl").read_bytes(), 2)
+    path = tmp_path / "newer.pkl"
+    path.write_bytes(data)
+
+    def from_file(load):
+        with open(path, "rb") as f:
+            return load(f)
+
+    for load in (keras_pickle.loads, pickle.loads, lambda d: from_file(keras_pickle.load)):
+        with pytest.raises(keras_pickle.FormatVersionError) as info:
+            load(data)
+        message = str(info.value)
+        assert "format version 2" in message and "up to 1" in message
+        assert "pip install --upgrade keras-pickle" in message
+        assert (info.value.found_version, info.value.supported_version) == (2, 1)
+
+    report = keras_pickle.inspect(path)
+    assert report.format_version == 2
+    (warning,) = report.warnings
+    assert "newer than this keras_pickle reads" in warning and "pip install --upgrade keras-pickle" in warning

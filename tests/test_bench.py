@@ -1,0 +1,23 @@
+"""The benchmark script runs end to end on tiny models (no timing assertions)."""
+
+from __future__ import annotations
+
+import json
+
+from helpers import run_python
+
+
+def test_bench_runs_end_to_end_on_tiny_models(tmp_path):
+    out_json, out_png = tmp_path / "results.json", tmp_path / "bench.png"
+    code = "import sys; from keras_pickle.cli import main; sys.exit(main(sys.argv[1:]))"
+    args = ["bench", "--quick", "--repeat", "1", "--json", str(out_json), "--png", str(out_png)]
+    stdout = run_python(code, *args, timeout=500)
+    results = json.loads(out_json.read_text())
+    ops = {(t["workload"], t["op"]) for t in results["timings"]}
+    assert {("dense100mb", "dumps"), ("dense100mb", "loads"), ("dense100mb", "deepcopy")} <= ops
+    assert {("deep150", "loads"), ("resnet50", "dumps+loads")} <= ops
+    for timing in results["timings"]:
+        assert timing["keras_s"] > 0 and timing["keras_pickle_s"] > 0 and timing["ratio"] > 0
+    assert results["memory"] and all(m["loads_result_ok"] for m in results["memory"])
+    assert out_png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "ratio" in stdout

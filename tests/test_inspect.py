@@ -1,0 +1,369 @@
+"""keras_pickle.inspect and ``keras-pickle inspect``: describe a payload without loading it."""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import json
+import os
+import pickle
+import sys
+
+import joblib
+import keras
+import numpy as np
+import pytest
+import zoo
+from helpers import run_python
+
+import keras_pickle
+from keras_pickle import _format
+from keras_pickle._inspect import inspect_all
+from keras_pickle.cli import main as cli_main
+
+
+@pytest.fixture(scope="module")
+def functional():
+    return zoo.trained(zoo.functional)
+
+
+@pytest.fixture(scope="module")
+def sequential():
+    return zoo.trained(zoo.sequential)
+
+
+def all_variables(model):
+    optimizer = getattr(model, "optimizer", None)
+    return list(model.variables) + (list(optimizer.variables) if optimizer is not None else [])
+
+
+def custom_object_names(model) -> set[str]:
+    _function, (_header, body) = model.__reduce_ex__(5)
+    return {f"{obj.__module__}.{obj.__qualname__}" for obj in body["custom_objects"].values()}
+
+
+def assert_describes(info: keras_pickle.PayloadInfo, model) -> None:
+    variables = all_variables(model)
+    assert info.format_version == keras_pickle.FORMAT_VERSION
+    assert info.keras_version == keras.__version__
+    assert info.backend == keras.backend.backend()
+    assert info.model_class == f"{type(model).__module__}.{type(model).__qualname__}"
+    assert info.kind == "layer"
+    assert info.n_params == model.count_params()
+    assert info.n_variables == info.header_n_variables == len(variables)
+    assert info.n_optimizer_variables == len(getattr(model, "optimizer", None).variables)
+    expected_bytes = sum(np.asarray(v.value).nbytes for v in variables)
+    assert info.weight_bytes == info.header_weight_bytes == expected_bytes
+    assert set(info.custom_objects) == custom_object_names(model)
+    assert {f"{m}.{n}" for m, n in info.imports} == custom_object_names(model)
+    assert info.lambda_layers == () and not info.has_lambda
+    assert info.warnings == ()
+
+
+def test_describes_a_functional_model(functional):
+    info = keras_pickle.inspect(keras_pickle.dumps(functional))
+    assert_describes(info, functional)
+    assert info.n_layers == len(functional.layers)
+    assert info.checksum is None and info.checksum_status == "absent"
+    assert info.protocol == 5 and info.out_of_band_buffers == 0 and info.payloads_in_stream == 1
+    text = str(info)
+    for expected in (
+        "format version 1",
+        f"Keras {keras.__version__}",
+        f"layers          {len(functional.layers)}",
+        f"parameters      {functional.count_params():,}",
+        "zoo.RegisteredScale",
+        "Lambda layers   none",
+        "checksum        absent",
+    ):
+        assert expected in text, expected
+
+
+def test_layer_counts_follow_model_layers(sequential):
+    # A Sequential config records its InputLayer; Sequential.layers does not.
+    info = keras_pickle.inspect(pickle.dumps(sequential))
+    assert_describes(info, sequential)
+    assert info.n_layers == len(sequential.layers) == 5
+    assert info.modules == ("zoo",)
+
+    subclassed = zoo.trained(zoo.subclassed)
+    info = keras_pickle.inspect(pickle.dumps(subclassed))
+    assert_describes(info, subclassed)
+    assert info.n_layers is None and "not listed in the config" in str(info)
+
+    layer = zoo.Scale(3.0)
+    layer.build((None, 4))
+    info = keras_pickle.inspect(pickle.dumps(layer))
+    assert (info.kind, info.n_layers, info.n_params, info.n_variables) == ("layer", None, 4, 1)
+    assert info.model_class == "zoo.Scale" and info.custom_objects == ("zoo.Scale",)
+
+
+def test_describes_a_loss():
+    info = keras_pickle.inspect(pickle.dumps(zoo.CustomMSE()))
+    assert info.kind == "loss" and info.n_variables == 0 and info.weight_bytes == 0
+    assert info.custom_objects == ("zoo.CustomMSE",)
+
+
+def sources(model, tmp_path):
+    """The same model as every kind of input inspect() accepts."""
+    data = keras_pickle.dumps(model)
+    yield "bytes", data
+    yield "bytearray", bytearray(data)
+    yield "memoryview", memoryview(data)
+    yield "file object", io.BytesIO(data)
+    path = tmp_path / "dump.pkl"
+    with open(path, "wb") as f:
+        keras_pickle.dump(model, f)
+    yield "keras_pickle.dump path (str)", str(path)
+    pickled = tmp_path / "pickle.pkl"
+    with open(pickled, "wb") as f:
+        pickle.dump(model, f)
+    yield "pickle.dump path", pickled
+    for protocol in (0, 2, 4):
+        yield f"protocol {protocol}", pickle.dumps(model, protocol=protocol)
+    for compress in (0, 3, ("gzip", 3), ("bz2", 3), ("xz", 3), ("lzma", 3)):
+        target = tmp_path / f"joblib-{compress}.pkl"
+        joblib.dump(model, target, compress=compress)
+        yield f"joblib.dump compress={compress}", target
+
+
+def test_reads_every_kind_of_input(functional, tmp_path):
+    reference = keras_pickle.inspect(keras_pickle.dumps(functional))
+    seen = []
+    for name, source in sources(functional, tmp_path):
+        info = keras_pickle.inspect(source)
+        same = dataclasses.replace(info, protocol=reference.protocol)
+        assert same == reference, name
+        seen.append(name)
+    assert len(seen) == 15
+    # joblib writes protocol 4 streams; protocol 0 streams have no PROTO opcode
+    assert keras_pickle.inspect(tmp_path / "joblib-0.pkl").protocol == 4
+    assert keras_pickle.inspect(pickle.dumps(functional, protocol=0)).protocol == 0
+
+
+def test_out_of_band_payloads_report_sizes_from_the_entries(functional):
+    buffers = []
+    data = keras_pickle.dumps(functional, checksum=True, buffer_callback=buffers.append)
+    info = keras_pickle.inspect(data)
+    assert_describes(info, functional)
+    assert info.out_of_band_buffers == len(buffers) == info.n_variables
+    in_band = keras_pickle.dumps(functional, checksum=True)
+    assert len(in_band) - len(data) >= info.weight_bytes  # the weights are not in the stream
+    assert info.checksum_status == "present (not verified)"
+    status = keras_pickle.inspect(data, verify=True).checksum_status
+    assert status == "present (not verified: the out-of-band buffers were not given)"
+    assert keras_pickle.inspect(data, verify=True, buffers=buffers).checksum_status == "verified"
+    damaged = [bytearray(b.raw()) for b in buffers]
+    damaged[-1][0] ^= 0x40
+    info = keras_pickle.inspect(data, verify=True, buffers=damaged)
+    assert info.checksum_status.startswith("MISMATCH")
+    assert any("does not match its checksum" in w for w in info.warnings)
+
+
+def test_checksum_status_in_band(sequential):
+    data = keras_pickle.dumps(sequential, checksum=True)
+    info = keras_pickle.inspect(data)
+    assert info.checksum.startswith("xxh3_64:") and info.checksum_status == "present (not verified)"
+    assert keras_pickle.inspect(data, verify=True).checksum_status == "verified"
+    assert keras_pickle.inspect(pickle.dumps(sequential, protocol=2), verify=True).checksum_status == "absent"
+    kernel = np.asarray(sequential.layers[0].kernel.value).tobytes()
+    at = data.index(kernel)
+    damaged = bytearray(data)
+    damaged[at + 5] ^= 0x01
+    info = keras_pickle.inspect(bytes(damaged), verify=True)
+    assert info.checksum_status.startswith("MISMATCH (computed xxh3_64:")
+    with pytest.raises(keras_pickle.ChecksumMismatchError):
+        keras_pickle.loads(bytes(damaged))
+
+
+def test_lambda_layers_are_reported():
+    inputs = keras.Input((zoo.FEATURES,))
+    outputs = keras.layers.Lambda(lambda t: t * 2.0, name="doubler")(keras.layers.Dense(2)(inputs))
+    info = keras_pickle.inspect(pickle.dumps(keras.Model(inputs, outputs)))
+    assert info.lambda_layers == ("doubler",) and info.has_lambda
+    assert "Lambda layers   doubler" in str(info)
+
+
+def test_several_payloads_in_one_pickle(sequential):
+    layer = keras.layers.Dense(3)
+    layer.build((None, 2))
+    data = pickle.dumps({"model": sequential, "layer": layer})
+    infos = inspect_all(data)
+    assert [i.model_class for i in infos] == [
+        "keras.src.models.sequential.Sequential",
+        "keras.src.layers.core.dense.Dense",
+    ]
+    assert keras_pickle.inspect(data).payloads_in_stream == 2
+
+
+def test_header_claims_that_disagree_with_the_body_are_flagged(sequential):
+    _function, (header, body) = sequential.__reduce_ex__(5)
+    forged = pickle.dumps(Forged({**header, "n_variables": 7, "weight_bytes": 10**12}, body), protocol=5)
+    info = keras_pickle.inspect(forged)
+    assert info.header_n_variables == 7 and info.n_variables == len(all_variables(sequential))
+    assert any("claims 7 variables" in w for w in info.warnings)
+    assert any("claims 1000000000000 weight bytes" in w for w in info.warnings)
+
+
+@pytest.mark.parametrize(
+    "data, found",
+    [
+        (pickle.dumps([1, 2, 3]), "never calls keras_pickle._format.restore"),
+        (b"PK\x03\x04rest-of-a-zip", "a zip archive"),
+        (b"\x89HDF\r\n\x1a\n", "an HDF5 file"),
+        (b"not a pickle at all", "not a pickle"),
+        (b"", "not a pickle"),
+    ],
+)
+def test_not_a_payload(data, found):
+    with pytest.raises(keras_pickle.NotAPayloadError, match=found):
+        keras_pickle.inspect(data)
+
+
+def test_a_truncated_payload_is_not_a_payload(sequential):
+    data = pickle.dumps(sequential, protocol=2)
+    with pytest.raises(keras_pickle.NotAPayloadError, match="not a well-formed pickle"):
+        keras_pickle.inspect(data[: len(data) // 2])
+
+
+# --------------------------------------------------------------------------
+# Nothing is imported, nothing runs
+# --------------------------------------------------------------------------
+
+PROBE_MODULE = """
+import pathlib
+
+import keras
+
+# Importing this module leaves a mark.
+pathlib.Path({marker!r}).write_text("imported")
+
+
+def probe_activation(x):
+    return keras.ops.relu(x) * 2.0
+
+
+class ProbeLayer(keras.layers.Layer):
+    def build(self, input_shape):
+        self.w = self.add_weight(shape=(input_shape[-1],), initializer="ones", name="w")
+
+    def call(self, x):
+        return x * self.w
+"""
+
+
+def test_inspect_imports_nothing_the_payload_names(tmp_path, monkeypatch):
+    module = f"kp_inspect_probe_{os.getpid()}"
+    marker = tmp_path / "imported"
+    (tmp_path / f"{module}.py").write_text(PROBE_MODULE.format(marker=str(marker)))
+    payload = tmp_path / "probe.pkl"
+    run_python(
+        f"""
+        import sys
+        sys.path.insert(0, {str(tmp_path)!r})
+        import keras, keras_pickle
+        from {module} import ProbeLayer, probe_activation
+        model = keras.Sequential([keras.Input((3,)), ProbeLayer(), keras.layers.Dense(2, activation=probe_activation)])
+        with open({str(payload)!r}, "wb") as f:
+            keras_pickle.dump(model, f, checksum=True)
+        """
+    )
+    marker.unlink()  # the subprocess imported it
+    assert module not in sys.modules
+    # The module is importable from here: importing it would leave the marker.
+    monkeypatch.syspath_prepend(str(tmp_path))
+    keras_pickle.inspect(keras_pickle.dumps(zoo.sequential()))  # warm up inspect's own code paths
+
+    before = set(sys.modules)
+    info = keras_pickle.inspect(payload, verify=True)
+    assert set(sys.modules) == before
+    assert not marker.exists()
+    assert set(info.imports) == {(module, "ProbeLayer"), (module, "probe_activation")}
+    assert set(info.custom_objects) == {f"{module}.ProbeLayer", f"{module}.probe_activation"}
+    assert info.checksum_status == "verified" and info.n_params == 3 + 3 * 2 + 2
+
+    # Safe mode refuses without importing either; plain pickle does import.
+    with pytest.raises(keras_pickle.UnsafePayloadError, match="is not imported"):
+        keras_pickle.load(open(payload, "rb"))
+    assert set(sys.modules) == before and not marker.exists()
+    try:
+        with open(payload, "rb") as f:
+            pickle.load(f)
+        assert module in sys.modules and marker.exists(), "the probe does not detect imports"
+    finally:
+        sys.modules.pop(module, None)
+
+
+class Gadget:
+    def __init__(self, function, *args):
+        self.function, self.args = function, args
+
+    def __reduce__(self):
+        return self.function, self.args
+
+
+class Forged:
+    def __init__(self, header, body):
+        self.header, self.body = header, body
+
+    def __reduce__(self):
+        return _format.restore, (self.header, self.body)
+
+
+def test_gadgets_never_run(tmp_path):
+    marker = tmp_path / "ran"
+    command = f"touch {marker}"
+    for data in (
+        pickle.dumps(Gadget(os.system, command)),
+        pickle.dumps(Gadget(eval, f"open({str(marker)!r}, 'w').close()"), protocol=0),
+        b"cbuiltins\ngetattr\n(cimportlib\nimport_module\n(Vos\ntRVsystem\ntR(V" + command.encode() + b"\ntR.",
+    ):
+        with pytest.raises(keras_pickle.NotAPayloadError) as info:
+            keras_pickle.inspect(data)
+        message = str(info.value)
+        assert "never calls keras_pickle._format.restore" in message
+        assert "It calls" in message and ("system" in message or "eval" in message)
+        assert not marker.exists()
+
+
+def test_gadget_inside_a_payload_is_reported_not_run(tmp_path):
+    marker = tmp_path / "ran"
+    _function, (header, body) = zoo.sequential().__reduce_ex__(5)
+    body["custom_objects"]["Scale"] = Gadget(os.system, f"touch {marker}")
+    info = keras_pickle.inspect(pickle.dumps(Forged(header, body), protocol=5))
+    assert not marker.exists()
+    system = f"{os.system.__module__}.system"
+    assert f"<by value: built by {system}>" in info.custom_objects
+    assert (os.system.__module__, "system") in info.imports
+    assert any(f"calls {system}" in w and "refuses" in w for w in info.warnings)
+    assert any(f"names {system}" in w for w in info.warnings)
+
+
+# --------------------------------------------------------------------------
+# The command
+# --------------------------------------------------------------------------
+
+
+def test_cli_inspect(functional, tmp_path, capsys):
+    path = tmp_path / "model.pkl"
+    with open(path, "wb") as f:
+        keras_pickle.dump(functional, f, checksum=True)
+    assert cli_main(["inspect", str(path), "--verify"]) == 0
+    out = capsys.readouterr().out
+    assert f"layers          {len(functional.layers)}" in out and "verified" in out
+
+    assert cli_main(["inspect", str(path), "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["n_params"] == functional.count_params() and report["checksum_status"] == "present (not verified)"
+
+    damaged = bytearray(path.read_bytes())
+    kernel = np.asarray(functional.variables[0].value).tobytes()
+    damaged[damaged.index(kernel)] ^= 0x80
+    path.write_bytes(bytes(damaged))
+    assert cli_main(["inspect", str(path), "--verify"]) == 3
+    assert "MISMATCH" in capsys.readouterr().out
+
+    path.write_bytes(b"\x89HDF\r\n\x1a\n")
+    assert cli_main(["inspect", str(path)]) == 1
+    assert "an HDF5 file" in capsys.readouterr().err
+    assert cli_main(["inspect", str(tmp_path / "missing.pkl")]) == 1

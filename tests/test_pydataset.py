@@ -1,0 +1,54 @@
+"""A multiprocessing keras.utils.PyDataset that holds a Keras model with a custom layer."""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+from helpers import TESTS_DIR, run_script
+
+SCRIPT = """
+    import multiprocessing, os, sys
+    os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"
+    import keras, numpy as np
+    import keras_pickle
+    import zoo
+
+    class Batches(keras.utils.PyDataset):
+        def __init__(self, preprocess, **kwargs):
+            super().__init__(**kwargs)
+            self.preprocess = preprocess  # a Keras model with a custom layer (zoo.Scale)
+
+        def __len__(self):
+            return 4
+
+        def __getitem__(self, index):
+            rng = np.random.default_rng(index)
+            x = rng.normal(size=(8, zoo.FEATURES)).astype("float32")
+            features = keras.ops.convert_to_numpy(self.preprocess(x))
+            return features, features[:, :1] * 2.0
+
+    if __name__ == "__main__":
+        multiprocessing.set_start_method(sys.argv[1], force=True)
+        keras_pickle.install()
+        keras.utils.set_random_seed(0)
+        preprocess = keras.Sequential([keras.Input((zoo.FEATURES,)), zoo.Scale(0.5), keras.layers.Dense(3)])
+        dataset = Batches(preprocess, workers=2, use_multiprocessing=True)
+        report = keras_pickle.check(dataset)
+        assert report.ok, str(report)
+        model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(1)])
+        model.compile("sgd", "mse")
+        history = model.fit(dataset, epochs=2, verbose=0)
+        assert len(history.history["loss"]) == 2 and all(np.isfinite(history.history["loss"]))
+        assert int(model.optimizer.iterations) == 8
+        print("pydataset ok", sys.argv[1])
+"""
+
+
+@pytest.mark.parametrize("start_method", ["fork", "spawn"])
+def test_multiprocessing_pydataset_with_a_model_inside(tmp_path, start_method):
+    script = tmp_path / "train_with_pydataset.py"
+    script.write_text(textwrap.dedent(SCRIPT))
+    env = {"PYTHONPATH": f"{TESTS_DIR.parent}:{TESTS_DIR}"}
+    out = run_script(script, start_method, cwd=tmp_path, timeout=400, env=env)
+    assert f"pydataset ok {start_method}" in out
