@@ -158,8 +158,7 @@ class BytesDiffer(Exception):
     reason="Byte-identity across processes needs changes outside keras_pickle's format layer: "
     "(1) _rebuild: drop/renumber shared_object_id (an id()) in the config; "
     "(2) _state/_payload: variable keys without auto-generated, history-dependent names "
-    "(dense_3, seed_generator_2, nested-model path prefixes, optimizer slot names); "
-    "(3) _custom_objects.collect: iterate lookup keys in sorted order, not set order (hash seed).",
+    "(dense_3, seed_generator_2, nested-model path prefixes, optimizer slot names).",
 )
 def test_repickled_in_another_process_gives_identical_bytes(repickled):
     differences = {name: first_difference(a, b) for name, (a, b) in repickled.items() if a != b}
