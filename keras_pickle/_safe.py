@@ -41,12 +41,13 @@ _CALLABLE_GLOBALS = {
 
 
 def looks_like_keras_native(head: bytes) -> bool:
-    """Keras's own ``__reduce__`` pickles call ``Model._unpickle_model``."""
-    return b"_unpickle_model" in head
+    """Keras's own ``__reduce__`` pickles call ``Model._unpickle_model``;
+    scikeras's replacement calls ``scikeras._saving_utils.unpack_keras_model``."""
+    return b"_unpickle_model" in head or b"unpack_keras_model" in head
 
 
 KERAS_NATIVE_HINT = (
-    " This looks like Keras's own pickle format, not keras_pickle's. Load it with "
+    " This looks like Keras's own pickle format (or scikeras's), not keras_pickle's. Load it with "
     "keras_pickle.loads(data, safe_mode=False) only if you trust its source, then "
     "re-pickle it with keras_pickle."
 )

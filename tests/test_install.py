@@ -7,7 +7,7 @@ import pickle
 
 import keras
 import zoo
-from helpers import assert_same_state
+from helpers import assert_same_state, run_python
 
 import keras_pickle
 from keras_pickle import _format
@@ -24,27 +24,52 @@ def test_install_is_idempotent_and_reported():
     assert keras.Layer.__dict__["__reduce_ex__"] is reduce_ex
 
 
+UNINSTALL_IN_A_PRISTINE_PROCESS = """
+    import pickle
+    import keras
+    import keras_pickle
+
+    classes = [keras.Layer, keras.Model, keras.losses.Loss, keras.optimizers.Optimizer,
+               keras.metrics.Metric, keras.callbacks.Callback]
+    names = ("__reduce_ex__", "__reduce__", "__deepcopy__", "__copy__")
+    before = {(c, n): c.__dict__.get(n) for c in classes for n in names}
+    keras_pickle.install()
+    assert keras_pickle.is_installed()
+    assert any(c.__dict__.get(n) is not before[(c, n)] for c in classes for n in names)
+    keras_pickle.uninstall()
+    keras_pickle.uninstall()  # twice is harmless
+    assert not keras_pickle.is_installed()
+    after = {(c, n): c.__dict__.get(n) for c in classes for n in names}
+    assert after == before, [k for k in before if after[k] is not before[k]]
+    assert keras.Model.__reduce__ is keras.src.saving.keras_saveable.KerasSaveable.__reduce__
+    data = pickle.dumps(keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)]))
+    assert b"_unpickle_model" in data and b"keras_pickle" not in data
+    print("uninstall restored Keras")
+"""
+
+
 def test_uninstall_restores_keras_own_reduce():
-    before = {cls: dict(cls.__dict__) for cls in KERAS_CLASSES + [keras.callbacks.Callback]}
+    """In a fresh interpreter: no other library (scikeras) has patched Keras there."""
+    assert "uninstall restored Keras" in run_python(UNINSTALL_IN_A_PRISTINE_PROCESS)
+
+
+def test_uninstall_restores_what_was_there_before_install():
+    names = ("__reduce_ex__", "__reduce__", "__deepcopy__", "__copy__")
     keras_pickle.uninstall()
     try:
-        keras_pickle.uninstall()  # twice is harmless
-        assert not keras_pickle.is_installed()
-        for cls in KERAS_CLASSES + [keras.callbacks.Callback]:
-            for name in ("__reduce_ex__", "__reduce__", "__deepcopy__", "__copy__"):
-                assert name not in cls.__dict__, (cls, name)
-        assert keras.Model.__reduce__ is keras.src.saving.keras_saveable.KerasSaveable.__reduce__
-        model = zoo.sequential()
-        data = pickle.dumps(model)
-        assert b"_unpickle_model" in data and b"keras_pickle" not in data
+        before = {(cls, n): cls.__dict__.get(n) for cls in KERAS_CLASSES + [keras.callbacks.Callback] for n in names}
+        keras_pickle.install()
+        keras_pickle.uninstall()
+        after = {(cls, n): cls.__dict__.get(n) for cls in KERAS_CLASSES + [keras.callbacks.Callback] for n in names}
+        assert after == before
     finally:
         keras_pickle.install()
-    for cls, attributes in before.items():
-        for name in ("__reduce_ex__", "__deepcopy__"):
-            assert cls.__dict__.get(name) is attributes.get(name)
 
 
 def test_install_wins_back_hooks_another_library_replaced():
+    keras_pickle.uninstall()
+    before_install = keras.Model.__dict__.get("__deepcopy__")
+    keras_pickle.install()
     original = keras.Model.__dict__["__deepcopy__"]
     keras.Model.__deepcopy__ = lambda self, memo: "patched by someone else"
     assert not keras_pickle.is_installed()
@@ -53,7 +78,7 @@ def test_install_wins_back_hooks_another_library_replaced():
     assert keras.Model.__dict__["__deepcopy__"] is original
     keras_pickle.uninstall()
     try:
-        assert "__deepcopy__" not in keras.Model.__dict__
+        assert keras.Model.__dict__.get("__deepcopy__") is before_install
     finally:
         keras_pickle.install()
 
