@@ -64,3 +64,22 @@ def test_faq_could_not_locate_class():
         keras_pickle.install()
     restored = pickle.loads(pickle.dumps(model))
     assert type(restored.layers[-1]) is FaqScale
+
+
+def test_faq_could_not_serialize_object_of_type_functional():
+    serialize = pytest.importorskip(
+        "distributed.protocol", reason="distributed is not installed (pip install -e '.[test]' installs it)"
+    ).serialize
+    model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2)])
+    functional = keras.Model(model.inputs, model.outputs)
+    keras_pickle.uninstall()
+    try:
+        with pytest.raises(TypeError, match="Could not serialize object of type Sequential"):
+            serialize(model, on_error="raise")
+        with pytest.raises(TypeError, match="Could not serialize object of type Functional") as info:
+            serialize(functional, on_error="raise")
+        assert "_updated_config" in str(info.value.__cause__)
+    finally:
+        keras_pickle.install()
+    header, frames = serialize(functional, on_error="raise")
+    assert header["serializer"] == "pickle" and len(frames) == 1 + len(functional.variables)

@@ -1,12 +1,18 @@
 """What third-party engines need beyond ``pickle`` and ``copy``.
 
-joblib/loky, ``multiprocessing``, cloudpickle and Keras's own scikit-learn
-wrappers need nothing more than :func:`keras_pickle.install`. scikeras does:
-on import it replaces ``keras.Model.__reduce__`` / ``__deepcopy__`` and the
-``__reduce__`` of Loss, Metric and Optimizer. ``install()`` therefore watches
-for that import (a ``sys.meta_path`` finder that runs a hook right after the
-module has executed) and re-applies keras_pickle's hooks at once, whichever of
-the two is imported first; see :mod:`._imports` and :mod:`._scikeras`.
+joblib/loky, ``multiprocessing``, cloudpickle, Ray and Keras's own
+scikit-learn wrappers need nothing more than :func:`keras_pickle.install`.
+Two libraries need more, and ``install()`` watches for their import (a
+``sys.meta_path`` finder that runs a hook right after the module has
+executed; :mod:`._imports`), whichever is imported first:
+
+* scikeras replaces ``keras.Model.__reduce__`` / ``__deepcopy__`` and the
+  ``__reduce__`` of Loss, Metric and Optimizer on import; the hooks are
+  re-applied right after it (:mod:`._scikeras`).
+* Dask's ``distributed`` registers a Keras 2 serializer that fails on every
+  Keras 3 model, and Dask tokenizes models by pickling and unpickling them;
+  both are replaced (:mod:`._dask`). :class:`.dask.InstallOnWorkers` installs
+  keras_pickle on workers that create models themselves.
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
-from . import _scikeras
+from . import _dask, _scikeras
 
 Hook = Callable[[ModuleType], None]
 
@@ -28,6 +28,8 @@ _HOOKS: dict[str, tuple[Hook, Hook | None, Hook | None]] = {
     # install() itself wins back hooks replaced before it ran.
     "scikeras": (_scikeras.reapply_hooks, None, None),
     "scikeras.wrappers": (_scikeras.patch_wrappers, _scikeras.patch_wrappers, _scikeras.unpatch_wrappers),
+    "dask": (_dask.register_tokenize, _dask.register_tokenize, _dask.unregister_tokenize),
+    "distributed.protocol": (_dask.register_serializer, _dask.register_serializer, _dask.unregister_serializer),
 }
 
 

@@ -1,0 +1,164 @@
+"""dask.distributed: a real LocalCluster with two worker processes.
+
+Dask's own Keras serializer (written for Keras 2) fails on every Keras 3
+model; with keras_pickle installed, models travel as keras_pickle payloads
+(a pickle-stream frame plus one zero-copy frame per weight array) and
+tokenize deterministically.
+"""
+
+from __future__ import annotations
+
+import copy
+import pickle
+
+import integration_models as im
+import keras
+import numpy as np
+import pytest
+from helpers import assert_same_state, variable_values
+
+import keras_pickle
+
+pytest.importorskip("distributed", reason="distributed is not installed (pip install -e '.[test]' installs it)")
+
+import dask  # noqa: E402
+from dask.base import tokenize  # noqa: E402
+from dask.sizeof import sizeof  # noqa: E402
+from distributed import Client, LocalCluster  # noqa: E402
+from distributed.protocol import deserialize, serialize  # noqa: E402
+
+from keras_pickle.integrations.dask import InstallOnWorkers  # noqa: E402
+
+TIMEOUT = 240
+
+
+def build_and_fit(seed: int) -> keras.Model:
+    """A task that creates its model on the worker."""
+    return im.fit_regressor(im.regressor(seed))
+
+
+@pytest.fixture(scope="module")
+def client():
+    with (
+        LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster,
+        Client(cluster) as client,
+    ):
+        yield client
+
+
+# --------------------------------------------------------------------------
+# The serializer, in-process
+# --------------------------------------------------------------------------
+
+
+def test_dask_serializes_as_a_pickle_stream_plus_one_zero_copy_frame_per_weight():
+    model = im.fit_regressor(im.regressor())
+    header, frames = serialize(model, on_error="raise")
+    assert header["serializer"] == "pickle"
+    weights = [np.asarray(v) for v in model.variables] + [np.asarray(v) for v in model.optimizer.variables]
+    assert len(frames) == 1 + len(weights)
+    assert all(isinstance(frame, memoryview) for frame in frames[1:])
+    assert sorted(frame.nbytes for frame in frames[1:]) == sorted(w.nbytes for w in weights)
+    assert b"keras_pickle" in bytes(frames[0])
+
+    restored = deserialize(header, frames)
+    assert_same_state(model, restored)
+    x = im.regression_data(8, seed=2)[0]
+    assert np.array_equal(model.predict(x, verbose=0), restored.predict(x, verbose=0))
+
+
+def test_uninstall_puts_back_what_dask_had():
+    model = im.regressor()
+    keras_pickle.uninstall()
+    try:
+        with pytest.raises(TypeError, match="Could not serialize object of type Sequential"):
+            serialize(model, on_error="raise")
+        with pytest.raises(dask.tokenize.TokenizationError):
+            tokenize(model, ensure_deterministic=True)
+    finally:
+        keras_pickle.install()
+    assert serialize(model, on_error="raise")[0]["serializer"] == "pickle"
+
+
+def test_tokens_follow_the_model_state():
+    model = im.fit_regressor(im.regressor())
+    token = tokenize(model, ensure_deterministic=True)
+    assert tokenize(model, ensure_deterministic=True) == token
+    assert tokenize(copy.deepcopy(model), ensure_deterministic=True) == token
+
+    changed = copy.deepcopy(model)
+    kernel = changed.layers[1].kernel
+    values = np.array(kernel)
+    values.flat[0] = np.nextafter(values.flat[0], np.float32(np.inf))
+    kernel.assign(values)
+    assert tokenize(changed) != token
+    assert tokenize(im.fit_regressor(copy.deepcopy(model))) != token
+    assert tokenize(im.regressor(seed=1)) != tokenize(im.regressor(seed=2))
+
+
+def test_sizeof_counts_weights_and_optimizer_state():
+    model = im.fit_regressor(im.regressor())
+    expected = sum(np.asarray(v).nbytes for v in model.variables + model.optimizer.variables)
+    assert sizeof(model) == expected
+    assert sizeof(model.layers[1]) == sum(np.asarray(v).nbytes for v in model.layers[1].variables)
+
+
+# --------------------------------------------------------------------------
+# A real cluster
+# --------------------------------------------------------------------------
+
+
+@pytest.mark.timeout(TIMEOUT)
+def test_map_fits_models_on_workers_and_returns_them_trained(client):
+    models = [im.regressor(seed) for seed in (1, 2)]
+    before = [variable_values(m) for m in models]
+    futures = client.map(im.fit_regressor, models, epochs=2, pure=False)
+    trained = client.gather(futures)
+    for model, original, values in zip(trained, models, before):
+        assert model is not original and variable_values(original) == values
+        assert {type(layer) for layer in model.layers} >= {im.Shift, im.Gate}
+        assert int(model.optimizer.iterations) == 4  # 2 epochs of 16 samples, batch 8
+        expected = im.fit_regressor(copy.deepcopy(original), epochs=2)
+        assert_same_state(expected, model)
+
+
+@pytest.mark.timeout(TIMEOUT)
+def test_scatter_and_submit_round_trip_bit_exact(client):
+    model = im.fit_regressor(im.regressor())
+    [remote] = client.scatter([model], broadcast=True)
+    back = client.submit(lambda m: m, remote, pure=False).result(timeout=TIMEOUT)
+    assert back is not model
+    assert_same_state(model, back)
+    x = im.regression_data(8, seed=2)[0]
+    assert np.array_equal(model.predict(x, verbose=0), back.predict(x, verbose=0))
+    # The worker computes the token from the model it deserialized.
+    assert client.submit(tokenize, remote, pure=False).result(timeout=TIMEOUT) == tokenize(model)
+
+
+@pytest.mark.timeout(TIMEOUT)
+def test_models_created_on_workers_come_back_with_the_plugin(client):
+    client.register_plugin(InstallOnWorkers())
+    assert all(client.run(keras_pickle.is_installed).values())
+    trained = client.submit(build_and_fit, 3, pure=False).result(timeout=TIMEOUT)
+    assert int(trained.optimizer.iterations) == 2
+    assert_same_state(build_and_fit(3), trained)
+
+
+@pytest.mark.timeout(TIMEOUT)
+def test_grid_search_over_scikeras_on_the_dask_joblib_backend(client):
+    pytest.importorskip("scikeras", reason="scikeras is not installed (pip install -e '.[test]' installs it)")
+    import joblib
+    from scikeras.wrappers import KerasClassifier
+    from sklearn.model_selection import GridSearchCV
+
+    x, y = im.classification_data()
+    estimator = KerasClassifier(model=im.binary_classifier(), batch_size=16, verbose=0, random_state=0)
+    search = GridSearchCV(estimator, {"epochs": [1, 2]}, cv=2, error_score="raise")
+    with joblib.parallel_backend("dask"):
+        search.fit(x, y)
+    best = search.best_estimator_
+    assert {type(layer) for layer in best.model_.layers} >= {im.Shift, im.Gate}
+    assert int(best.model_.optimizer.iterations) == 3 * best.epochs
+    loaded = pickle.loads(pickle.dumps(best))
+    assert_same_state(best.model_, loaded.model_)
+    assert np.array_equal(best.predict_proba(x), loaded.predict_proba(x))
