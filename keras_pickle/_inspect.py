@@ -42,7 +42,7 @@ from .errors import KerasPickleError, NotAPayloadError
 RESTORE = ("keras_pickle._format", "restore")
 # restore_with_state(header, body, state): a config payload plus the state of
 # an allowed metric or optimizer (keras_pickle.install(allow=...)).
-RESTORE_WITH_STATE = ("keras_pickle._mixins", "restore_with_state")
+RESTORE_WITH_STATE = ("keras_pickle._allow", "restore_with_state")
 # Calls the inspector may evaluate itself, because they only build data:
 # protocols 0-2 spell ``bytes`` as ``_codecs.encode(text, "latin1")``.
 _CODECS_ENCODE = ("_codecs", "encode")

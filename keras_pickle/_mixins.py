@@ -16,7 +16,7 @@ import threading
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from . import _copy, _format, _payload
+from . import _allow, _copy, _format, _payload
 from .errors import PickleRefusedError
 
 _PROTOCOL_ATTRS = ("__reduce_ex__", "__reduce__", "__deepcopy__", "__copy__")
@@ -28,13 +28,6 @@ _lock = threading.RLock()
 def _ours(function: Callable) -> Callable:
     setattr(function, _MARK, True)
     return function
-
-
-def _public_name(cls: type) -> str:
-    """``keras.optimizers.Adam`` rather than ``keras.src.optimizers.adam.Adam``."""
-    from keras.src.api_export import get_name_from_symbol
-
-    return get_name_from_symbol(cls) or f"{cls.__module__}.{cls.__qualname__}"
 
 
 def _user_reducer(obj: Any) -> Callable[[int], Any] | None:
@@ -101,7 +94,7 @@ def _refusal(why: str, instead: str, kind: str) -> tuple[Callable, Callable]:
     """``__reduce_ex__`` / ``__reduce__`` that refuse with ``why`` and ``instead``.
 
     Under ``install(allow=(kind,))`` they pickle the object with its complete
-    state instead (see :func:`_allowed_reduce`). The hooks are closures, not
+    state instead (see :func:`._allow.allowed_reduce`). The hooks are closures, not
     methods reading class attributes, because ``install()`` copies them onto
     Keras classes that lack those attributes.
     """
@@ -111,21 +104,22 @@ def _refusal(why: str, instead: str, kind: str) -> tuple[Callable, Callable]:
         opt_in = f" Or opt in: keras_pickle.install(allow=({kind!r},)) pickles {kind} with their complete state."
         if kind == "optimizers":
             opt_in = "" if getattr(obj, "built", False) else opt_in.replace(" with", " that are not built yet, with")
-        return PickleRefusedError(f"Refusing to pickle {_public_name(cls)}: {why} {instead}{opt_in}", obj_type=cls)
+        name = _allow.public_name(cls)
+        return PickleRefusedError(f"Refusing to pickle {name}: {why} {instead}{opt_in}", obj_type=cls)
 
     @_ours
     def __reduce_ex__(self, protocol):
         custom = _user_reducer(self)
         if custom is not None:
             return custom(protocol)
-        if _allows(kind, self):
-            return _allowed_reduce(self, kind, protocol)
+        if _allow.allows(kind, self):
+            return _allow.allowed_reduce(self, kind, protocol)
         raise refuse(self)
 
     @_ours
     def __reduce__(self):
-        if _allows(kind, self):
-            return _allowed_reduce(self, kind, pickle.DEFAULT_PROTOCOL)
+        if _allow.allows(kind, self):
+            return _allow.allowed_reduce(self, kind, pickle.DEFAULT_PROTOCOL)
         raise refuse(self)
 
     return __reduce_ex__, __reduce__
@@ -205,242 +199,6 @@ class CallbackPickleMixin:
 
 
 # --------------------------------------------------------------------------
-# Opt-in: metrics, callbacks and unbuilt optimizers with their complete state
-# --------------------------------------------------------------------------
-
-ALLOWABLE = ("metrics", "callbacks", "optimizers")
-_allowed: frozenset[str] = frozenset()
-# False until the user calls install(allow=...): until then, loading an
-# allowed object allows its kind, so a worker can send it back.
-_allow_explicit = False
-
-
-def _allows(kind: str, obj: Any) -> bool:
-    if kind == "callbacks" and _is_history(obj):
-        return True  # What fit() returns: plain records, nothing to lose.
-    return kind in _allowed
-
-
-def _is_history(obj: Any) -> bool:
-    import keras
-
-    return isinstance(obj, keras.callbacks.History)
-
-
-def _allowed_reduce(obj: Any, kind: str, protocol: int) -> tuple:
-    if kind == "callbacks":
-        return restore_callback, (type(obj), _callback_attributes(obj, protocol))
-    if kind == "optimizers" and getattr(obj, "built", False):
-        raise PickleRefusedError(
-            f"Refusing to pickle {_public_name(type(obj))}: it is built, and its slots belong to the "
-            "variables of the model it trains; allow=('optimizers',) covers only optimizers that "
-            "are not built yet. Pickle the compiled model (it carries its optimizer with the full "
-            "optimizer state), or pass the optimizer as a string or class with its arguments "
-            "(scikeras: optimizer='adam', optimizer__learning_rate=0.01).",
-            obj_type=type(obj),
-        )
-    # The config travels as a config-only payload; _format.KINDS has no kind
-    # for metrics or optimizers yet, and "loss" means exactly that.
-    header, body = _payload.config_payload(obj, _payload.KIND_LOSS)
-    state = _stateful_state(obj)
-    encoded = dict(state, kind=kind, variables=[_format.encode_array(p, a, protocol) for p, a in state["variables"]])
-    return restore_with_state, (header, body, encoded)
-
-
-def _stateful_state(obj: Any) -> dict:
-    """Every variable, and the plain attributes that differ from a fresh instance.
-
-    A fresh instance is rebuilt from the config here, and the state is applied
-    to it, so that an object this cannot restore exactly is refused now rather
-    than restored wrong later.
-    """
-    from . import _backend
-
-    twin = _copy._rebuild_twin(obj)
-    own = {id(v): i for i, v in enumerate(getattr(obj, "_variables", ()))}
-    attributes, variable_attributes = {}, {}
-    for name, value in vars(obj).items():
-        if id(value) in own:
-            variable_attributes[name] = own[id(value)]
-        elif _is_plain(value) and not _same(vars(twin).get(name, _MISSING), value):
-            attributes[name] = value
-    state = {
-        "variables": [(v.path, _backend.to_numpy(v)) for v in obj.variables],
-        "attributes": attributes,
-        "variable_attributes": variable_attributes,
-    }
-    try:
-        _apply_state(twin, state)
-    except Exception as e:
-        raise PickleRefusedError(
-            f"Refusing to pickle {_public_name(type(obj))}: its state cannot be restored exactly onto an "
-            f"instance rebuilt from its config ({type(e).__name__}: {e}).",
-            obj_type=type(obj),
-        ) from e
-    return state
-
-
-def _apply_state(obj: Any, state: dict) -> None:
-    from . import _state
-
-    saved = state["variables"]
-    current = list(obj.variables)
-    if (
-        len(current) < len(saved)
-        and isinstance(getattr(obj, "_variables", None), list)
-        and not getattr(obj, "_metrics", None)
-    ):
-        # Variables created on first use (F1Score, R2Score, AUC with multi_label):
-        # create the missing ones as that first use did, and bind them by name.
-        import keras
-
-        for path, array in saved[len(current) :]:
-            obj.add_variable(
-                shape=tuple(array.shape),
-                initializer="zeros",
-                dtype=keras.backend.standardize_dtype(array.dtype),
-                name=str(path).rsplit("/", 1)[-1],
-            )
-        for name, index in state["variable_attributes"].items():
-            obj.__dict__[name] = obj._variables[index]
-    for name, value in state["attributes"].items():
-        obj.__dict__[name] = value
-    _state.assign_in_order(list(obj.variables), saved, owner=f"{type(obj).__name__} '{getattr(obj, 'name', '?')}'")
-
-
-def restore_with_state(header, body, state):
-    """Rebuild an allowed metric or unbuilt optimizer: its config, then its state.
-
-    Part of the format (pickles reference it by name); never rename it.
-    """
-    from .errors import KerasPickleError, KerasUnpicklingError
-
-    obj = _format.restore(header, body)
-    try:
-        variables = [_format.decode_array(e) for e in state["variables"]]
-        _apply_state(obj, dict(state, variables=variables))
-    except KerasPickleError:
-        raise
-    except Exception as e:
-        raise KerasUnpicklingError(
-            f"Could not restore the state of {header.get('class', 'the object')}: {type(e).__name__}: {e}",
-            original_error=e,
-        ) from e
-    _allow_on_load(str(state.get("kind")))
-    return obj
-
-
-def restore_callback(cls, attributes):
-    """Rebuild an allowed callback from every attribute it had.
-
-    Part of the format (pickles reference it by name); never rename it.
-    """
-    from . import _options
-
-    obj = cls.__new__(cls)
-    obj.__dict__.update(attributes)
-    if not _is_history(obj):
-        _allow_on_load("callbacks")
-    _options.note_restored()
-    return obj
-
-
-def _allow_on_load(kind: str) -> None:
-    global _allowed
-    with _lock:
-        if not _allow_explicit and kind in ALLOWABLE:
-            _allowed = _allowed | {kind}
-
-
-def _callback_attributes(callback: Any, protocol: int) -> dict:
-    """The callback's attributes, each checked so that a failure names its attribute."""
-    attributes = dict(vars(callback))
-    for name, value in attributes.items():
-        _check_picklable(callback, name, value, protocol)
-    return attributes
-
-
-class _Discard:
-    def write(self, data) -> int:
-        return len(memoryview(data))
-
-
-def _check_picklable(owner: Any, name: str, value: Any, protocol: int) -> None:
-    import keras
-    import numpy as np
-
-    from .errors import KerasPickleError, KerasPicklingError
-
-    if isinstance(value, (type(None), bool, int, float, str, bytes, np.ndarray, keras.Layer)):
-        return  # Layers are keras_pickle's own payloads; their errors name them.
-    picklers = [pickle.Pickler]
-    try:
-        import cloudpickle
-
-        picklers.append(cloudpickle.CloudPickler)
-    except ImportError:
-        pass
-    buffers = (lambda buffer: None) if protocol >= 5 else None
-    where = f"attribute {name!r} of {_public_name(type(owner))}"
-    error: BaseException | None = None
-    for pickler in picklers:
-        try:
-            pickler(_Discard(), protocol, buffer_callback=buffers).dump(value)
-            return
-        except PickleRefusedError as e:
-            raise PickleRefusedError(f"Cannot pickle the {where}: {e}", obj_type=e.obj_type) from e
-        except KerasPickleError as e:
-            raise KerasPicklingError(f"Cannot pickle the {where}: {e}", original_error=e) from e
-        except Exception as e:
-            error = error or e
-    raise KerasPicklingError(
-        f"Cannot pickle the {where}: a {type(value).__module__}.{type(value).__qualname__} cannot be "
-        f"pickled ({type(error).__name__}: {error}). Close or delete that attribute before pickling, "
-        "or create the callback where it runs.",
-        original_error=error,
-    ) from error
-
-
-_PLAIN_TYPES = (type(None), bool, int, float, complex, str, bytes)
-
-
-def _is_plain(value: Any, depth: int = 0) -> bool:
-    if isinstance(value, _PLAIN_TYPES):
-        return True
-    if depth > 4:
-        return False
-    if isinstance(value, (list, tuple)):
-        return all(_is_plain(item, depth + 1) for item in value)
-    if isinstance(value, dict):
-        return all(isinstance(k, str) and _is_plain(v, depth + 1) for k, v in value.items())
-    return False
-
-
-def _same(a: Any, b: Any) -> bool:
-    try:
-        return type(a) is type(b) and bool(a == b)
-    except Exception:
-        return False
-
-
-def _set_allowed(allow: Any) -> None:
-    global _allowed, _allow_explicit
-    if isinstance(allow, str):
-        raise TypeError(f"allow must be a tuple of kinds, e.g. allow=({allow!r},); received the string {allow!r}.")
-    kinds = frozenset(allow)
-    unknown = sorted(kinds - set(ALLOWABLE))
-    if unknown:
-        raise ValueError(f"Unknown kind(s) in allow: {', '.join(map(repr, unknown))}. Choose from {ALLOWABLE}.")
-    _allowed = kinds
-    _allow_explicit = True
-
-
-def allowed() -> frozenset[str]:
-    """The kinds ``install(allow=...)`` currently lets pickle with their state."""
-    return _allowed
-
-
-# --------------------------------------------------------------------------
 # install / uninstall
 # --------------------------------------------------------------------------
 
@@ -491,7 +249,7 @@ def install(allow: Iterable[str] | None = None) -> None:
 
     with _lock:
         if allow is not None:
-            _set_allowed(allow)
+            _allow.set_allowed(allow)
         for cls, name, function in _patches():
             if cls.__dict__.get(name, _MISSING) is function:
                 continue
@@ -510,12 +268,12 @@ def reapply() -> None:
 
 def uninstall() -> None:
     """Restore exactly the hooks Keras's classes had before ``install()``."""
-    global _uninstalled_explicitly, _allowed, _allow_explicit
+    global _uninstalled_explicitly
     from . import integrations
 
     with _lock:
         integrations.deactivate()
-        _allowed, _allow_explicit = frozenset(), False
+        _allow.reset()
         for (cls, name), original in _originals.items():
             if original is _MISSING:
                 if name in cls.__dict__:

@@ -3,7 +3,9 @@
 A pickle can call any importable callable. Safe mode resolves a global only
 if it is one of:
 
-* keras_pickle's reconstructor (``keras_pickle._format.restore``);
+* keras_pickle's reconstructors (``keras_pickle._format.restore``, and for
+  objects pickled under ``install(allow=...)``, ``keras_pickle._allow.
+  restore_with_state`` / ``restore_callback``, which check their input);
 * numpy's array, dtype and scalar reconstruction functions;
 * ``_codecs.encode`` (how protocols 0-2 spell ``bytes``);
 * a class deriving from a Keras base class (layer, model, loss, metric,
@@ -28,6 +30,9 @@ from .errors import UnsafePayloadError
 
 _CALLABLE_GLOBALS = {
     ("keras_pickle._format", "restore"),
+    # Objects pickled under install(allow=...): a restore payload plus plain state.
+    ("keras_pickle._allow", "restore_with_state"),
+    ("keras_pickle._allow", "restore_callback"),
     ("numpy.core.multiarray", "_reconstruct"),
     ("numpy._core.multiarray", "_reconstruct"),
     ("numpy.core.multiarray", "scalar"),

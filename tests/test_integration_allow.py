@@ -10,7 +10,7 @@ import pytest
 import zoo
 
 import keras_pickle
-from keras_pickle import _mixins
+from keras_pickle import _allow
 
 
 @pytest.fixture(autouse=True)
@@ -164,7 +164,7 @@ def test_allow_is_checked_kept_and_reset():
     keras_pickle.install(allow=("metrics",))
     keras_pickle.uninstall()
     try:
-        assert _mixins.allowed() == frozenset()
+        assert _allow.allowed() == frozenset()
     finally:
         keras_pickle.install()
 
@@ -175,8 +175,76 @@ def test_a_process_that_loads_an_allowed_metric_can_send_it_back(monkeypatch):
     metric.update_state([4.0, 5.0])
     data = pickle.dumps(metric)
     # A worker: nothing allowed, and the user never called install(allow=...) there.
-    monkeypatch.setattr(_mixins, "_allowed", frozenset())
-    monkeypatch.setattr(_mixins, "_allow_explicit", False)
+    monkeypatch.setattr(_allow, "_allowed", frozenset())
+    monkeypatch.setattr(_allow, "_explicit", False)
     restored = pickle.loads(data)
-    assert "metrics" in _mixins.allowed()
+    assert "metrics" in _allow.allowed()
     assert float(pickle.loads(pickle.dumps(restored)).result()) == 4.5
+
+
+# --------------------------------------------------------------------------
+# Safe mode
+# --------------------------------------------------------------------------
+
+
+def test_safe_mode_loads_allowed_metrics_and_callbacks():
+    keras_pickle.install(allow=("metrics", "callbacks"))
+    model = zoo.trained(zoo.sequential)
+    stopping = keras.callbacks.EarlyStopping(monitor="loss", patience=2, restore_best_weights=True)
+    x, y = zoo.data()
+    model.fit(x, y, epochs=2, batch_size=8, verbose=0, callbacks=[stopping])
+    metric = keras.metrics.AUC(num_thresholds=20)
+    metric.update_state(*labels_and_scores(0))
+
+    model2, stopping2, metric2 = keras_pickle.loads(keras_pickle.dumps((model, stopping, metric)))
+    assert stopping2.model is model2 and stopping2.wait == stopping.wait
+    assert all(np.array_equal(a, b) for a, b in zip(stopping2.best_weights, stopping.best_weights))
+    assert type(metric2) is keras.metrics.AUC and values(metric2) == values(metric)
+
+
+class Forged:
+    """Pickles as ``function(*args)``: what a hostile payload can ask for."""
+
+    def __init__(self, function, *args):
+        self.reduced = (function, args)
+
+    def __reduce__(self):
+        return self.reduced
+
+
+def forged_metric_state(**changes):
+    keras_pickle.install(allow=("metrics",))
+    metric = keras.metrics.Mean()
+    metric.update_state([1.0, 2.0])
+    function, (header, body, state) = metric.__reduce_ex__(5)
+    assert function is _allow.restore_with_state
+    return pickle.dumps(Forged(function, header, body, {**state, **changes}), protocol=5)
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [
+        pytest.param({"attributes": {"__class__": 1}}, id="dunder attribute"),
+        pytest.param({"attributes": {"name": keras.layers.Dense}}, id="attribute that is not plain data"),
+        pytest.param({"variable_attributes": {"total": 99}}, id="variable index out of range"),
+        pytest.param({"kind": "layers"}, id="unknown kind"),
+        pytest.param({"variables": "not a list"}, id="variables not a list"),
+    ],
+)
+def test_safe_mode_refuses_forged_metric_state(changes):
+    data = forged_metric_state(**changes)
+    with pytest.raises(keras_pickle.KerasUnpicklingError, match="Corrupt keras_pickle payload: the saved state"):
+        keras_pickle.loads(data)
+
+
+@pytest.mark.parametrize(
+    "cls, attributes, message",
+    [
+        (keras.layers.Dense, {}, "is not a Keras callback class"),
+        (keras.callbacks.EarlyStopping, {"__dict__": {}}, "not a dict of names"),
+    ],
+)
+def test_safe_mode_refuses_forged_callbacks(cls, attributes, message):
+    data = pickle.dumps(Forged(_allow.restore_callback, cls, attributes))
+    with pytest.raises(keras_pickle.KerasUnpicklingError, match=message):
+        keras_pickle.loads(data)
