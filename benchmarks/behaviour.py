@@ -12,6 +12,7 @@ in a worker) load the payload in a fresh interpreter.
 from __future__ import annotations
 
 import copy
+import importlib.util
 import os
 import pickle
 import subprocess
@@ -94,6 +95,29 @@ def checks() -> dict[str, object]:
         same = all(np.array_equal(np.asarray(a), np.asarray(b)) for a, b in zip(model.variables, twin.variables))
         return "yes" if same else "no: weights differ (Dropout seed state lost)"
 
+    def dask_ships():
+        from distributed.protocol import deserialize, serialize
+
+        model = model_with_custom_layer()
+        header, frames = serialize(model, on_error="raise")  # what client.submit / scatter do
+        restored = deserialize(header, frames)
+        same = all(np.array_equal(np.asarray(a), np.asarray(b)) for a, b in zip(model.variables, restored.variables))
+        return f"yes, {len(frames) - 1} zero-copy weight frames" if same else "no: weights differ"
+
+    def dask_token():
+        from dask.base import tokenize
+
+        model = model_with_custom_layer()
+        same = tokenize(model, ensure_deterministic=True) == tokenize(copy.deepcopy(model), ensure_deterministic=True)
+        return "yes" if same else "no: a copy gets another token"
+
+    dask = {}
+    if importlib.util.find_spec("distributed") is not None:
+        dask = {
+            "Dask sends the model to a worker": dask_ships,
+            "Dask tokenize(model) deterministic, same for a copy": dask_token,
+        }
+
     return {
         "custom layer loads in a fresh process": fresh,
         "protocol 0 works": protocol_0,
@@ -101,6 +125,7 @@ def checks() -> dict[str, object]:
         "Mean metric of [1, 2] after pickling": metric_state,
         "standalone optimizer after pickling": optimizer_state,
         "deepcopy (Dense+Dropout) trains bit-identically": training_continues,
+        **dask,
     }
 
 

@@ -93,7 +93,12 @@ def _itemsize(dtype: Any) -> int:
 
 
 def _register(dispatch: Any, cls: type, function: Any) -> None:
-    """Register ``function`` for ``cls`` and every Keras class Dask cached already, remembering what was there."""
+    """Register ``function`` for ``cls``, remembering what was there.
+
+    ``dask.utils.Dispatch`` caches the function it found for a subclass, so
+    Keras classes looked up before (``Functional``, ``Sequential``) are
+    registered too. Its ``_lookup`` table is read for that and for undoing.
+    """
     import keras
 
     targets = {cls} | {t for t in dispatch._lookup if isinstance(t, type) and issubclass(t, keras.Layer)}
@@ -101,7 +106,7 @@ def _register(dispatch: Any, cls: type, function: Any) -> None:
         if dispatch._lookup.get(target) is function:
             continue
         _saved.append((dispatch, target, dispatch._lookup.get(target, _MISSING)))
-        dispatch._lookup[target] = function
+        dispatch.register(target, function)
 
 
 def _unregister(dispatch: Any) -> None:
@@ -124,9 +129,9 @@ def register_serializer(module: ModuleType) -> None:
     import keras
     from distributed.protocol.serialize import dask_serialize
 
-    dask_register_keras = dask_serialize._lazy.pop("keras", None)
-    if dask_register_keras is not None:
-        dask_register_keras()  # Now, so that it cannot overwrite ours on the first Keras lookup.
+    # The first lookup of a Keras class runs distributed's lazy Keras
+    # registration; run it now, so that it cannot overwrite ours later.
+    dask_serialize.dispatch(keras.Model)
     for cls in (keras.Layer, keras.Model):
         _register(dask_serialize, cls, decline_dask_family)
 
