@@ -162,15 +162,13 @@ def _walk_lengths(file: IO[bytes], start: int, end: int, describe: Callable[[], 
             lines = 2 if name in ("GLOBAL", "INST") else 1
             for _ in range(lines):
                 line = file.readline()
-                if not line.endswith(b"\n"):
-                    return
                 position += len(line)
             if name == "PUT":
-                try:
-                    index = int(line)
-                except ValueError:
-                    return
-                _check_memo_index(name, index, position - len(line) - 1 - start, position - start, describe)
+                index = _c_integer(line)
+                if index is not None:
+                    _check_memo_index(name, index, position - len(line) - 1 - start, position - start, describe)
+            if not line.endswith(b"\n"):
+                return  # the data ends here: the unpickler's next read fails
             continue
         if name == "LONG_BINPUT":
             prefix = read(4)
@@ -201,6 +199,19 @@ def _walk_lengths(file: IO[bytes], start: int, end: int, describe: Callable[[], 
             position = seek(length, io.SEEK_CUR)
             continue
         position = seek(size, io.SEEK_CUR)
+
+
+def _c_integer(line: bytes) -> int | None:
+    """The integer CPython's C unpickler reads from a text argument, or None if it reads none.
+
+    It parses the line as a C string, so it stops at the first NUL byte:
+    ``b"1\\0garbage\\n"`` is 1 to it, though ``int()`` refuses it. (Found by atheris:
+    the pre-scan stopped at such a PUT, and a LONG_BINPUT bomb after it went unseen.)
+    """
+    try:
+        return int(line.split(b"\0", 1)[0])
+    except ValueError:
+        return None
 
 
 def _check_memo_index(name: str, index: int, at: int, read_so_far: int, describe: Callable[[], str]) -> None:

@@ -377,7 +377,16 @@ def test_pickle_length_fields_beyond_the_data_are_refused_before_allocation():
 def test_memo_index_bombs_are_refused_before_allocation():
     # Found by atheris: CPython's unpickler sizes its memo by the largest index
     # stored, and zeroes it, so one LONG_BINPUT of 539780469 took 8 GiB.
-    for data in (b"\x80\x02]r\xff\xff\xff\x7f.", b"(lp2000000000\n.", b"\x80\x05]r\x75\xa9\x2c\x20."):
+    # Found by the longer session: the C unpickler reads a text PUT argument up
+    # to its first NUL ("1\\0x" is 1), so the pre-scan must not stop there.
+    bombs = (
+        b"\x80\x02]r\xff\xff\xff\x7f.",
+        b"(lp2000000000\n.",
+        b"\x80\x05]r\x75\xa9\x2c\x20.",
+        b"(lp1\x00x\nr\xff\xff\xff\x7f.",
+        b"(lp1\x00x\np2000000000\x00\n.",
+    )
+    for data in bombs:
         error = loads_within(data, limit_bytes=1 << 20)
         assert isinstance(error, keras_pickle.NotAPayloadError) and "stores memo entry" in str(error)
 
