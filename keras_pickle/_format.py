@@ -10,9 +10,14 @@ A pickled Keras object is the call ``restore(header, body)``:
 
 ``body`` (a dict)
     ``config``: the object's Keras config as a JSON string (including its
-    build and compile configs); ``variables`` and ``optimizer_variables``:
-    lists of ``(path, dtype, shape, data)`` in the order of
-    ``obj.variables`` / ``obj.optimizer.variables``; ``optimizer_built``:
+    build and compile configs, object-sharing ids numbered 1, 2, 3... in
+    order of appearance); ``variables`` and ``optimizer_variables``: lists of
+    ``(path, dtype, shape, data)`` in the order of ``obj.variables`` /
+    ``obj.optimizer.variables``, loaded by position; ``path`` is a key for
+    errors and inspection, never interpreted on load (now a name that does
+    not depend on the writing process, ``block/dense/kernel``,
+    ``dropout/seed_generator_state``, ``block/dense/kernel/momentum``; older
+    payloads hold Keras's variable path); ``optimizer_built``:
     whether the optimizer had created its slots; ``layer_states``: state
     that layers keep outside Keras variables (lookup tables, vocabularies),
     as ``(layer_index, [(key, dtype, shape, data)], [(asset_path, bytes)])``;

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 from typing import Any
 
@@ -9,14 +10,42 @@ import keras
 from keras.src.backend.common import global_state
 from keras.src.saving import serialization_lib
 
-from . import _backend, _state
+from . import _backend, _names, _state
 from .errors import KerasPickleError, KerasPicklingError, LambdaLayerError
 
 
 def config_of(obj: Any) -> dict:
-    """The object's full Keras config, with build and compile configs."""
+    """The object's full Keras config, with build and compile configs.
+
+    Object-sharing ids are canonical (:func:`_names.canonical_config`): the
+    config of equal objects is equal in any process.
+    """
+    return _names.canonical_config(_serialize_with_sharing(obj))
+
+
+def _serialize_with_sharing(obj: Any) -> dict:
+    """``serialize_keras_object(obj)`` with every occurrence of a shared object marked.
+
+    Keras marks an object serialized twice with ``shared_object_id`` on every
+    occurrence but the first whenever the first sits in another object's
+    config (the mark goes to a dict that Keras has already copied). Loading
+    then shares the later occurrences only: a Dense layer that three custom
+    layers hold through their configs comes back as two Dense layers, one
+    with its own weights. When the config holds shared objects, the object is
+    serialized again with their ids known from the start, so that every
+    occurrence is marked; if that second pass differs from the first in
+    anything but those marks (it should not), the first pass is kept.
+    """
     with serialization_lib.ObjectSharingScope():
-        return serialization_lib.serialize_keras_object(obj)
+        config = serialization_lib.serialize_keras_object(obj)
+    shared = _names.kept_shared_ids(config)
+    if not shared:
+        return config
+    with serialization_lib.ObjectSharingScope():
+        recorded = global_state.get_global_attribute("shared_objects/id_to_config_map")
+        recorded.update({object_id: {} for object_id in shared})
+        marked = serialization_lib.serialize_keras_object(obj)
+    return marked if _names.only_marks_added(config, marked, shared) else config
 
 
 def config_to_json(config: dict, obj: Any) -> str:
@@ -40,8 +69,8 @@ def rebuild_with_state(config_json: str, custom_objects: dict[str, Any], state: 
     that is about to be overwritten, and no variable is written twice. If a
     layer cannot be built that way (one that creates a variable from a
     concrete value, say), the object is rebuilt the ordinary way. The model
-    is compiled afterwards, outside the scope, then the optimizer state
-    loaded.
+    is compiled afterwards, outside the scope (its optimizer built only if
+    the original's was), then the optimizer state loaded.
     """
     expected = len(state.variables)
     try:
@@ -57,11 +86,30 @@ def rebuild_with_state(config_json: str, custom_objects: dict[str, Any], state: 
             _backend.initialize_with_initializer(variable)
     compile_config = json.loads(config_json).get("compile_config")
     if compile_config:
-        with keras.saving.custom_object_scope(custom_objects):
+        with keras.saving.custom_object_scope(custom_objects), _optimizer_left_unbuilt(obj, not state.optimizer_built):
             obj.compile_from_config(compile_config)
         obj.compiled = True
     _state.apply_to_optimizer(obj, state)
     return obj
+
+
+@contextlib.contextmanager
+def _optimizer_left_unbuilt(model: Any, active: bool):
+    """Within: ``compile_from_config`` leaves the optimizer unbuilt, as the original's was.
+
+    Keras builds the optimizer there when the model is built, creating the
+    slots (and a LossScaleOptimizer's loss scale) that the original creates at
+    its first training step. The model passes for unbuilt meanwhile; the first
+    training step builds the optimizer of both alike.
+    """
+    if not (active and getattr(model, "built", False)):
+        yield
+        return
+    model.built = False
+    try:
+        yield
+    finally:
+        model.built = True
 
 
 def _from_config_deferred(config_json, custom_objects, *, safe_mode, expected) -> tuple[Any, list]:

@@ -12,7 +12,9 @@
 Variables are matched by position, and every position is checked for shape
 and dtype: Keras orders ``obj.variables`` deterministically from the config,
 while paths carry auto-generated names (``seed_generator_3``) that differ
-between processes. Paths are kept for errors and inspection.
+between processes. Each value is stored with a key for errors and inspection,
+a name that does not depend on the process (``_names.variable_keys``:
+``block/dense/kernel``); keys are never interpreted on load.
 
 Metric state of a compiled model (the running totals of ``model.metrics``) is
 not captured: Keras resets it at the start of every ``fit`` / ``evaluate``.
@@ -28,7 +30,7 @@ from typing import Any
 import keras
 import numpy as np
 
-from . import _backend
+from . import _backend, _names
 from .errors import StateMismatchError
 
 
@@ -52,10 +54,16 @@ class CapturedState:
 def capture(obj: Any) -> CapturedState:
     """Every piece of ``obj``'s state, as numpy arrays (which may alias variables)."""
     read = _backend.to_numpy
+    variables = list(obj.variables)
+    keys = _names.variable_keys(obj)
     optimizer = _optimizer_of(obj)
+    optimizer_variables = []
+    if optimizer is not None:
+        optimizer_keys = _names.optimizer_variable_keys(optimizer, list(zip(variables, keys)))
+        optimizer_variables = [(key, read(v)) for key, v in zip(optimizer_keys, optimizer.variables)]
     return CapturedState(
-        variables=[(v.path, read(v)) for v in obj.variables],
-        optimizer_variables=[(v.path, read(v)) for v in optimizer.variables] if optimizer is not None else [],
+        variables=[(key, read(v)) for key, v in zip(keys, variables)],
+        optimizer_variables=optimizer_variables,
         layer_states=[_capture_layer(i, layer) for i, layer in _hooked_layers(obj)],
         optimizer_built=bool(getattr(optimizer, "built", False)),
     )
@@ -97,10 +105,35 @@ def apply_to_optimizer(obj: Any, state: CapturedState) -> None:
         optimizer.build(obj.trainable_variables)
         targets = list(optimizer.variables)
     elif not state.optimizer_built and optimizer.built:
-        # Keras creates iterations and learning rate first; building only
-        # appends zero-initialized slots, as the first training step would.
-        targets = targets[: len(state.optimizer_variables)]
+        # Built anyway (by a custom compile_from_config, say; see
+        # _rebuild._optimizer_left_unbuilt): the other variables keep the
+        # initial values the first training step would give them.
+        targets = _unbuilt_counterparts(optimizer, len(state.optimizer_variables))
     assign_in_order(targets, state.optimizer_variables, owner=f"optimizer of {_describe(obj)}")
+
+
+def _unbuilt_counterparts(optimizer: Any, count: int) -> list:
+    """The variables of the built ``optimizer`` that an unbuilt optimizer of its config has, in order.
+
+    Building does not only append: a LossScaleOptimizer adds its loss scale
+    between its own iterations / learning rate and its inner optimizer's. A
+    fresh unbuilt optimizer from the same config names the variables to look
+    for; each is the next variable of that name. Without such a copy (or if
+    the names do not all match), the first ``count`` variables: Keras's
+    optimizers create iterations and learning rate before any slot.
+    """
+    variables = list(optimizer.variables)
+    try:
+        names = [v.name for v in type(optimizer).from_config(optimizer.get_config()).variables]
+    except Exception:
+        return variables[:count]
+    matched, remaining = [], iter(variables)
+    for name in names:
+        found = next((v for v in remaining if v.name == name), None)
+        if found is None:
+            return variables[:count]
+        matched.append(found)
+    return matched if len(matched) == count else variables[:count]
 
 
 def assign_in_order(targets: list, values: list[tuple[str, Any]], *, owner: str) -> None:
@@ -113,17 +146,17 @@ def assign_in_order(targets: list, values: list[tuple[str, Any]], *, owner: str)
             "constructor argument, or whose build() depends on something the config does "
             "not record."
         )
-    for variable, (path, array) in zip(targets, values):
+    for position, (variable, (path, array)) in enumerate(zip(targets, values)):
         if _dtype_name(variable.dtype) != _dtype_name(array.dtype):
             raise StateMismatchError(
-                f"Variable '{path}' of {owner} has dtype {_dtype_name(array.dtype)} in the payload "
+                f"Variable #{position} '{path}' of {owner} has dtype {_dtype_name(array.dtype)} in the payload "
                 f"but {_dtype_name(variable.dtype)} in the object rebuilt from its config "
                 f"('{variable.path}'). Check the dtype policy the layer's config records.",
                 path=path,
             )
         if tuple(variable.shape) != tuple(array.shape):
             raise StateMismatchError(
-                f"Variable '{path}' of {owner} has shape {tuple(array.shape)} in the payload "
+                f"Variable #{position} '{path}' of {owner} has shape {tuple(array.shape)} in the payload "
                 f"but {tuple(variable.shape)} in the object rebuilt from its config "
                 f"('{variable.path}'). Check get_config() of the layer that owns it.",
                 path=path,

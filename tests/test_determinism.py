@@ -2,24 +2,30 @@
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import pickle
+import re
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
+import keras
 import numpy as np
 import pytest
 import zoo
 from helpers import REPO_DIR, TESTS_DIR, assert_same_state, run_python
+from keras.src.saving import serialization_lib
 
 import keras_pickle
+from keras_pickle import _names
 from keras_pickle._inspect import Global, _evaluate
 
 NAMES = ["functional", "subclassed"]
-# Between them: a nested Sequential, auto-named sublayers, seed generators, a
-# registered layer and a registered subclassed model (two lookup keys each).
-CROSS_PROCESS_NAMES = ["functional", "registered_subclassed"]
+# Builders in zoo. Between them: a nested Sequential, auto-named sublayers, seed
+# generators, a registered layer and a registered subclassed model (two lookup
+# keys each), and objects shared between layers.
+CROSS_PROCESS_NAMES = ["functional", "registered_subclassed", "shared_objects"]
 
 
 @pytest.fixture(scope="module")
@@ -63,7 +69,7 @@ def repickled(tmp_path_factory):
         zoo.sequential()
         for name in {CROSS_PROCESS_NAMES!r}:
             with open({str(directory)!r} + f"/{{name}}.a.pkl", "wb") as f:
-                f.write(pickle.dumps(zoo.trained(zoo.BUILDERS[name])))
+                f.write(pickle.dumps(zoo.trained(getattr(zoo, name))))
         """,
         env={**CROSS_PROCESS_ENV, "PYTHONHASHSEED": "1"},
     )
@@ -148,22 +154,149 @@ def first_difference(a: bytes, b: bytes) -> str:
     return f"lengths {len(a)} vs {len(b)}"
 
 
-class BytesDiffer(Exception):
-    pass
-
-
-@pytest.mark.xfail(
-    raises=BytesDiffer,
-    strict=True,
-    reason="Byte-identity across processes needs changes outside keras_pickle's format layer: "
-    "(1) _rebuild: drop/renumber shared_object_id (an id()) in the config; "
-    "(2) _state/_payload: variable keys without auto-generated, history-dependent names "
-    "(dense_3, seed_generator_2, nested-model path prefixes, optimizer slot names).",
-)
 def test_repickled_in_another_process_gives_identical_bytes(repickled):
     differences = {name: first_difference(a, b) for name, (a, b) in repickled.items() if a != b}
-    if differences:
-        raise BytesDiffer(differences)
+    assert not differences, differences
+
+
+# --------------------------------------------------------------------------
+# Canonical forms: object-sharing ids and variable keys
+# --------------------------------------------------------------------------
+
+
+def body_of(data: bytes) -> dict:
+    """The payload body, read by the inspector (nothing runs)."""
+    (payload,) = _evaluate(data, "payload").payloads
+    return payload.args[1]
+
+
+def shared_ids(config_text: str) -> list[int]:
+    """Every shared_object_id in the order the JSON text holds them."""
+    return [int(i) for i in re.findall(r'"shared_object_id": (\d+)', config_text)]
+
+
+@pytest.mark.parametrize("name", sorted(zoo.BUILDERS) + ["shared_objects"])
+def test_repickled_in_the_same_process_gives_identical_bytes(name):
+    """Loading creates new auto-numbered names (sublayers, seed generators); the bytes stay the same."""
+    model = zoo.trained(getattr(zoo, name))
+    data = pickle.dumps(model)
+    restored = pickle.loads(data)
+    assert [v.path for v in restored.variables] != [v.path for v in model.variables]
+    assert pickle.dumps(restored) == data, first_difference(data, pickle.dumps(restored))
+
+
+def test_a_layer_shared_through_configs_is_marked_everywhere_and_shared_again():
+    model = zoo.shared_objects()
+    with serialization_lib.ObjectSharingScope():
+        by_keras = serialization_lib.serialize_keras_object(model)
+    # Keras marks the tied Dense on its 2nd and 3rd occurrence only; keras_pickle marks all three.
+    assert [object_id for _path, object_id in _names._shared_marks(by_keras)] == [id(model.layers[1].inner)] * 2
+    config_text = body_of(pickle.dumps(model))["config"]
+    assert shared_ids(config_text) == [1, 1, 1]
+    stateless = [
+        node
+        for node in iter_dicts(json.loads(config_text))
+        if node.get("class_name") in ("DTypePolicy", "RandomNormal", "L2")
+    ]
+    assert len(stateless) > 3 and not any("shared_object_id" in node for node in stateless)
+
+    restored = pickle.loads(pickle.dumps(model))
+    inner = [layer.inner for layer in restored.layers if isinstance(layer, zoo.Reuse)]
+    assert len(inner) == 3 and inner[0] is inner[1] is inner[2]
+    assert len(restored.variables) == len(model.variables)
+    assert_same_state(model, restored)
+
+
+def iter_dicts(node):
+    if isinstance(node, dict):
+        yield node
+        for value in node.values():
+            yield from iter_dicts(value)
+    elif isinstance(node, list):
+        for value in node:
+            yield from iter_dicts(value)
+
+
+def reference(module: str, class_name: str, object_id: int) -> dict:
+    """A serialized object as Keras writes it when it is shared."""
+    return {
+        "module": module,
+        "class_name": class_name,
+        "config": {},
+        "registered_name": None,
+        "shared_object_id": object_id,
+    }
+
+
+def test_canonical_config_keeps_equal_ids_equal_and_distinct_ids_distinct():
+    config = {
+        "layers": [
+            {"dtype": reference("keras", "DTypePolicy", 5), "a": reference("keras.layers", "Dense", 900)},
+            {"r": reference("keras.regularizers", "L2", 6), "b": [reference("my.module", "Custom", 77)]},
+            {"a": reference("keras.layers", "Dense", 900), "c": (reference("my.module", "Custom", 5),)},
+            {"q": reference("keras.dtype_policies", "QuantizedDTypePolicy", 8), "b": reference("my.module", "C", 77)},
+        ]
+    }
+    original = copy.deepcopy(config)
+    canonical = _names.canonical_config(config)
+    assert config == original, "the input must not change"
+    layers = canonical["layers"]
+    for stateless in (layers[0]["dtype"], layers[1]["r"], layers[3]["q"]):
+        assert "shared_object_id" not in stateless
+    assert [layers[0]["a"]["shared_object_id"], layers[1]["b"][0]["shared_object_id"]] == [1, 2]
+    assert layers[2]["a"]["shared_object_id"] == 1 and layers[3]["b"]["shared_object_id"] == 2
+    assert layers[2]["c"][0]["shared_object_id"] == 3  # id 5, as the dropped policy had: still its own
+    assert _names.canonical_config(canonical) == canonical
+
+
+def keys_of(data: bytes) -> tuple[list[str], list[str]]:
+    body = body_of(data)
+    return [e[0] for e in body["variables"]], [e[0] for e in body["optimizer_variables"]]
+
+
+def test_variable_keys_name_places_in_the_model_not_process_history():
+    first = zoo.trained(zoo.subclassed)
+    zoo.functional(), zoo.sequential()  # advance Keras's name counters
+    second = zoo.trained(zoo.subclassed)
+    assert [v.path for v in first.variables] != [v.path for v in second.variables]
+    assert keys_of(pickle.dumps(first)) == keys_of(pickle.dumps(second))
+
+    keys, optimizer_keys = keys_of(pickle.dumps(first))
+    assert len(keys) == len(first.variables) and len(optimizer_keys) == len(first.optimizer.variables)
+    # Tower's attributes (block, head, shared, out), then the sublayers' attributes or names.
+    assert {key.split("/")[0] for key in keys} == {"block", "head", "shared", "out"}
+    assert "block/dropout/seed_generator_state" in keys and "head/scale/w" in keys
+    slots = [key for key in optimizer_keys if key not in ("iteration", "learning_rate")]
+    assert len(slots) == 2 * len(first.trainable_variables)
+    for key in slots:
+        reference_key, _, slot = key.rpartition("/")
+        assert reference_key in keys and slot in ("momentum", "velocity"), key
+
+
+class ForgetfulScale(keras.layers.Layer):
+    """A layer whose get_config omits ``units``, which decides its weight's shape."""
+
+    def __init__(self, units: int = 2, **kwargs):
+        super().__init__(**kwargs)
+        self.units = units
+
+    def build(self, input_shape):
+        self.w = self.add_weight(shape=(self.units,), name="w")
+
+    def call(self, x):
+        return x[..., : self.units] * self.w
+
+    def get_config(self):
+        return super().get_config()
+
+
+def test_a_mismatch_on_load_names_the_variable_by_key_and_rebuilt_path():
+    model = keras.Sequential([keras.Input((zoo.FEATURES,)), zoo.Scale(), ForgetfulScale(3, name="forgetful")])
+    with pytest.raises(keras_pickle.StateMismatchError) as info:
+        pickle.loads(pickle.dumps(model))
+    message = str(info.value)
+    assert "Variable #1 'forgetful/w'" in message and "(3,) in the payload but (2,)" in message
+    assert re.search(r"in the object rebuilt from its config \('[\w/]*forgetful/w'\)", message), message
 
 
 # --------------------------------------------------------------------------

@@ -55,6 +55,44 @@ def test_compiled_but_untrained_model():
     assert_trains_identically(model, restored, x, y)
 
 
+def untrained_with_loss_scaling() -> keras.Model:
+    model = keras.Sequential(
+        [keras.Input((zoo.FEATURES,)), keras.layers.Dense(4, dtype="mixed_float16"), keras.layers.Dense(1)]
+    )
+    model.compile(optimizer=keras.optimizers.LossScaleOptimizer(keras.optimizers.Adam(0.05)), loss="mse")
+    model.optimizer.iterations.assign(3)
+    assert not model.optimizer.built
+    return model
+
+
+def test_compiled_but_untrained_model_keeps_its_optimizer_unbuilt():
+    """Building a LossScaleOptimizer adds its loss scale between its own variables and its inner optimizer's."""
+    model = untrained_with_loss_scaling()
+    data = pickle.dumps(model)
+    restored = pickle.loads(data)
+    assert not restored.optimizer.built
+    assert_same_state(model, restored)
+    assert pickle.dumps(restored) == data
+    x, y = zoo.data()
+    assert_trains_identically(model, restored, x, y)
+
+
+def test_state_of_an_unbuilt_optimizer_goes_to_its_variables_in_a_built_one():
+    """If the rebuilt optimizer is built anyway, the saved variables find their counterparts by name."""
+    from keras_pickle import _state
+
+    model = untrained_with_loss_scaling()
+    state = _state.capture(model)
+    twin = keras.models.clone_model(model)
+    twin.compile(optimizer=keras.optimizers.LossScaleOptimizer(keras.optimizers.Adam(0.05)), loss="mse")
+    twin.optimizer.build(twin.trainable_variables)
+    _state.apply_to_optimizer(twin, state)
+    model.optimizer.build(model.trainable_variables)  # what the first training step does
+    assert [np.asarray(v).tolist() for v in twin.optimizer.variables] == [
+        np.asarray(v).tolist() for v in model.optimizer.variables
+    ]
+
+
 def test_unbuilt_models_stay_unbuilt_and_build_alike():
     model = keras.Sequential([keras.layers.Dense(3), zoo.Scale(2.0)])
     restored = round_trip(model)

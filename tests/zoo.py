@@ -149,6 +149,44 @@ def registered_subclassed() -> keras.Model:
     return model
 
 
+class Reuse(keras.layers.Layer):
+    """Applies the layer it is given; several can share one (tied weights through the config)."""
+
+    def __init__(self, inner: keras.layers.Layer, **kwargs):
+        super().__init__(**kwargs)
+        self.inner = inner
+
+    def build(self, input_shape):
+        if not self.inner.built:
+            self.inner.build(input_shape)
+
+    def call(self, x):
+        return self.inner(x)
+
+    def get_config(self):
+        return {**super().get_config(), "inner": keras.saving.serialize_keras_object(self.inner)}
+
+    @classmethod
+    def from_config(cls, config):
+        return cls(**{**config, "inner": keras.saving.deserialize_keras_object(config["inner"])})
+
+
+def shared_objects() -> keras.Model:
+    """A Functional whose layers share objects, which its config records (``shared_object_id``).
+
+    Three ``Reuse`` layers share one Dense (two variables in all); two Dense
+    layers share an initializer and a regularizer. Not in ``BUILDERS``.
+    """
+    initializer = keras.initializers.RandomNormal(stddev=0.5, seed=5)
+    regularizer = keras.regularizers.L2(1e-3)
+    tied = keras.layers.Dense(FEATURES, activation="tanh")
+    inputs = keras.Input((FEATURES,))
+    h = Reuse(tied)(Reuse(tied)(Reuse(tied)(inputs)))
+    h = keras.layers.Dense(8, kernel_initializer=initializer, kernel_regularizer=regularizer)(h)
+    h = keras.layers.Dense(8, kernel_initializer=initializer, kernel_regularizer=regularizer)(h)
+    return keras.Model(inputs, keras.layers.Dense(1, kernel_regularizer=regularizer)(h))
+
+
 BUILDERS = {
     "sequential": sequential,
     "functional": functional,
