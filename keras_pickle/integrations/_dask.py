@@ -21,8 +21,9 @@ accounting sees the weights.
 
 from __future__ import annotations
 
+import io
 import pickle
-from types import ModuleType
+from types import FunctionType, ModuleType
 from typing import Any
 
 _saved: list[tuple[Any, type, Any]] = []  # (dispatch, type, what it had) for uninstall
@@ -52,8 +53,10 @@ def keras_token(obj: Any) -> tuple:
     from ..errors import KerasPickleError
 
     buffers: list[pickle.PickleBuffer] = []
+    stream_file = io.BytesIO()
     try:
-        stream = pickle.dumps(obj, protocol=5, buffer_callback=buffers.append)
+        _TokenPickler(stream_file, protocol=5, buffer_callback=buffers.append).dump(obj)
+        stream = stream_file.getvalue()
     except (KerasPickleError, pickle.PicklingError, TypeError, AttributeError):
         from dask.tokenize import normalize_object
 
@@ -66,6 +69,28 @@ def keras_token(obj: Any) -> tuple:
         digest.update(raw.nbytes.to_bytes(8, "little"))
         digest.update(raw)
     return "keras_pickle", type(obj).__module__, type(obj).__qualname__, digest.hexdigest()
+
+
+class _TokenPickler(pickle.Pickler):
+    """``pickle.dumps`` for hashing: the main script's classes and functions get one name everywhere.
+
+    A worker started with ``spawn`` (Dask's default) runs the main script as
+    ``__mp_main__``, so a custom layer defined there is ``__mp_main__.Gate``
+    on the worker and ``__main__.Gate`` on the client: the same class, which
+    both processes reach under both names. Named ``__main__.<qualname>``
+    in the hashed stream, the same model gets the same token on either side.
+    The name is a new string each time: pickle memoizes strings by identity,
+    and whether the class's name is the very object the payload holds elsewhere
+    differs between processes.
+    """
+
+    def persistent_id(self, obj: Any) -> Any:
+        if isinstance(obj, (type, FunctionType)) and getattr(obj, "__module__", None) in _MAIN_MODULES:
+            return f"__main__.{obj.__qualname__}"
+        return None
+
+
+_MAIN_MODULES = ("__main__", "__mp_main__")
 
 
 def variables_nbytes(obj: Any) -> int:
