@@ -6,6 +6,7 @@ layers with their complete state and custom objects, and refuse objects whose
 state would be lost.
 """
 
+from ._api import checksums as checksums
 from ._api import dump as dump
 from ._api import dumps as dumps
 from ._api import load as load

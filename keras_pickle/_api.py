@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import io
 import pickle
 import pickletools
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import IO, Any
 
 from . import _mixins, _options, _safe
@@ -51,6 +52,20 @@ def dump(
             raise KerasPicklingError(
                 f"Cannot pickle {type(obj).__name__}: {type(e).__name__}: {e}", original_error=e
             ) from e
+
+
+@contextlib.contextmanager
+def checksums(enabled: bool = True) -> Iterator[None]:
+    """Within: every keras_pickle payload written carries a checksum (``enabled=False``: none does).
+
+    For writers that take no keras_pickle arguments: ``pickle.dump``,
+    ``joblib.dump``, cloudpickle. The setting is per thread and per asyncio
+    task (a context variable); ``dumps(..., checksum=...)`` inside the block
+    still decides for its own call. Loading verifies a checksum wherever
+    there is one.
+    """
+    with _options.dumping(_options.DumpOptions(checksum=enabled)):
+        yield
 
 
 def loads(data: bytes, *, safe_mode: bool = True, buffers: Iterable[Any] | None = None) -> Any:

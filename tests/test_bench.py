@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from helpers import run_python
+from helpers import REPO_DIR, run_python, run_script
 
 
 def test_bench_runs_end_to_end_on_tiny_models(tmp_path):
@@ -21,3 +21,10 @@ def test_bench_runs_end_to_end_on_tiny_models(tmp_path):
     assert results["memory"] and all(m["loads_result_ok"] for m in results["memory"])
     assert out_png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "ratio" in stdout
+
+
+def test_checksum_benchmark_runs_and_checks_what_it_times():
+    stdout = run_script(REPO_DIR / "benchmarks" / "checksum.py", "--quick", "--repeat", "1")
+    rows = {line.split()[0]: line.split()[1:] for line in stdout.splitlines() if line.startswith(("dumps", "loads"))}
+    assert set(rows) == {"dumps", "loads"}
+    assert all(len(values) == 5 for values in rows.values())

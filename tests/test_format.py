@@ -94,6 +94,28 @@ def test_checksum_detects_a_changed_byte():
         keras_pickle.loads(data, buffers=damaged)
 
 
+def test_checksums_block_covers_writers_that_take_no_arguments(tmp_path):
+    """joblib.dump cannot pass checksum=True; keras_pickle.checksums() turns it on around the call."""
+    import joblib
+
+    model = zoo.trained(zoo.sequential)
+    path = tmp_path / "model.joblib"
+    with keras_pickle.checksums():
+        joblib.dump(model, path)
+        assert keras_pickle.inspect(keras_pickle.dumps(model, checksum=False)).checksum is None
+    assert keras_pickle.inspect(path).checksum.startswith("xxh3_64:")
+    joblib.dump(model, tmp_path / "plain.joblib")
+    assert keras_pickle.inspect(tmp_path / "plain.joblib").checksum is None
+
+    data = bytearray(path.read_bytes())
+    weight = np.asarray(model.variables[0]).tobytes()
+    start = data.index(weight)
+    data[start + 5] ^= 0x01
+    path.write_bytes(bytes(data))
+    with pytest.raises(keras_pickle.ChecksumMismatchError):
+        joblib.load(path)
+
+
 def test_without_checksum_damage_to_sizes_is_still_caught():
     model = zoo.trained(zoo.sequential)
     buffers = []
