@@ -62,9 +62,8 @@ def allowed_reduce(obj: Any, kind: str, protocol: int) -> tuple:
             "(scikeras: optimizer='adam', optimizer__learning_rate=0.01).",
             obj_type=type(obj),
         )
-    # The config travels as a config-only payload; _format.KINDS has no kind
-    # for metrics or optimizers yet, and "loss" means exactly that.
-    header, body = _payload.config_payload(obj, _payload.KIND_LOSS)
+    payload_kind = _payload.KIND_METRIC if kind == "metrics" else _payload.KIND_OPTIMIZER
+    header, body = _payload.config_payload(obj, payload_kind)
     state = _stateful_state(obj)
     encoded = dict(state, kind=kind, variables=[_format.encode_array(p, a, protocol) for p, a in state["variables"]])
     return restore_with_state, (header, body, encoded)

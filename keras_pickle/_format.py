@@ -5,7 +5,9 @@ A pickled Keras object is the call ``restore(header, body)``:
 ``header`` (a dict of plain values, read first)
     ``format`` ("keras_pickle"), ``format_version``, ``keras_version``,
     ``backend``, ``class`` (dotted path of the pickled object's class),
-    ``kind`` ("layer" or "loss"), ``n_variables``, ``weight_bytes`` and
+    ``kind`` ("layer"; "loss", "metric" or "optimizer" for a config-only
+    payload, the latter two only as part of an object pickled under
+    ``install(allow=...)``), ``n_variables``, ``weight_bytes`` and
     ``checksum`` (``None`` or ``"xxh3_64:<hex>"``).
 
 ``body`` (a dict)
@@ -59,7 +61,7 @@ from .errors import (
 FORMAT_NAME = "keras_pickle"
 FORMAT_VERSION = 1
 CHECKSUM_ALGORITHM = "xxh3_64"
-KINDS = ("layer", "loss")
+KINDS = ("layer", "loss", "metric", "optimizer")
 
 # Resource limits, checked against the header and the body before the
 # reconstructor decodes a single array or asks Keras to build anything. They

@@ -14,6 +14,8 @@ from .errors import KerasPickleError, KerasPicklingError, KerasUnpicklingError, 
 
 KIND_LAYER = "layer"
 KIND_LOSS = "loss"
+KIND_METRIC = "metric"
+KIND_OPTIMIZER = "optimizer"
 
 
 def layer_payload(layer: Any, protocol: int) -> tuple[dict, dict]:
@@ -41,7 +43,7 @@ def layer_payload(layer: Any, protocol: int) -> tuple[dict, dict]:
 
 
 def config_payload(obj: Any, kind: str) -> tuple[dict, dict]:
-    """The payload of a stateless object (a Loss): config and custom objects."""
+    """The config-only payload of ``obj`` (a Loss; an allowed metric's or optimizer's config): config and custom objects."""
     config = _serialize(obj)
     body = {
         "config": _rebuild.config_to_json(config, obj),

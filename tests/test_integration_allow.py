@@ -87,6 +87,7 @@ def test_metric_variables_travel_out_of_band_with_protocol_5():
     data = pickle.dumps(metric, protocol=5, buffer_callback=buffers.append)
     assert len(buffers) == len(metric.variables) == 4
     assert sum(memoryview(b).nbytes for b in buffers) == 16000 and len(data) < 2000
+    assert keras_pickle.inspect(data).kind == "metric"
     restored = pickle.loads(data, buffers=buffers)
     assert values(restored) == values(metric)
 
@@ -95,7 +96,9 @@ def test_unbuilt_optimizers_pickle_and_built_ones_stay_refused():
     keras_pickle.install(allow=("metrics", "callbacks", "optimizers"))
     optimizer = keras.optimizers.SGD(learning_rate=0.25, momentum=0.5)
     optimizer.iterations.assign(7)
-    restored = pickle.loads(pickle.dumps(optimizer))
+    data = pickle.dumps(optimizer)
+    assert keras_pickle.inspect(data).kind == "optimizer"
+    restored = pickle.loads(data)
     assert restored.get_config() == optimizer.get_config() and not restored.built
     assert values(restored) == values(optimizer) and int(restored.iterations) == 7
 
