@@ -15,7 +15,7 @@ import integration_models as im
 import keras
 import numpy as np
 import pytest
-from helpers import assert_same_state, variable_values
+from helpers import TESTS_DIR, assert_same_state, run_python, variable_values
 
 import keras_pickle
 
@@ -97,11 +97,85 @@ def test_tokens_follow_the_model_state():
     assert tokenize(im.regressor(seed=1)) != tokenize(im.regressor(seed=2))
 
 
+def nudge_first_weight(layer: keras.Layer) -> None:
+    """Move one float of the layer's first weight to the next representable value."""
+    variable = layer.weights[0]
+    values = np.array(variable)
+    values.flat[0] = np.nextafter(values.flat[0], np.float32(np.inf))
+    variable.assign(values)
+
+
+@pytest.mark.parametrize(
+    "make_layer",
+    [
+        pytest.param(lambda: im.Shift(0.25), id="custom-layer"),
+        pytest.param(lambda: keras.layers.Dense(3), id="keras-layer"),
+    ],
+)
+def test_tokens_of_a_standalone_layer(make_layer):
+    keras.utils.set_random_seed(0)
+    layer = make_layer()
+    layer.build((None, im.FEATURES))
+    token = tokenize(layer, ensure_deterministic=True)
+    assert tokenize(layer, ensure_deterministic=True) == token
+    twin = copy.deepcopy(layer)
+    assert twin is not layer and tokenize(twin, ensure_deterministic=True) == token
+
+    nudge_first_weight(twin)
+    changed = tokenize(twin, ensure_deterministic=True)
+    assert changed != token
+    assert tokenize(layer, ensure_deterministic=True) == token  # the original is untouched
+    assert tokenize(pickle.loads(pickle.dumps(twin)), ensure_deterministic=True) == changed
+
+
 def test_sizeof_counts_weights_and_optimizer_state():
     model = im.fit_regressor(im.regressor())
     expected = sum(np.asarray(v).nbytes for v in model.variables + model.optimizer.variables)
     assert sizeof(model) == expected
     assert sizeof(model.layers[1]) == sum(np.asarray(v).nbytes for v in model.layers[1].variables)
+
+
+INSTALL_FIRST_SCRIPT = """
+    import copy, os, pickle, sys
+    os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"
+    import keras_pickle
+    import integration_models as im
+    import helpers
+
+    assert "distributed" not in sys.modules and "dask" not in sys.modules
+    keras_pickle.install()
+    assert "distributed" not in sys.modules, "install() must not import distributed"
+
+    # Imported now: keras_pickle's post-import hook replaces Dask's Keras 2 serializer.
+    from dask.base import tokenize
+    from distributed.protocol import deserialize, serialize
+
+    model = im.fit_regressor(im.regressor())
+    header, frames = serialize(model, on_error="raise")
+    assert header["serializer"] == "pickle", header
+    assert len(frames) == 1 + len(model.variables) + len(model.optimizer.variables)
+    assert all(isinstance(frame, memoryview) for frame in frames[1:])
+    helpers.assert_same_state(model, deserialize(header, frames))
+
+    token = tokenize(model, ensure_deterministic=True)
+    assert tokenize(model, ensure_deterministic=True) == token
+    assert tokenize(copy.deepcopy(model), ensure_deterministic=True) == token
+    with open(sys.argv[1], "wb") as f:
+        pickle.dump(model, f)
+    print("token", token)
+"""
+
+
+def test_install_before_distributed_is_imported_still_replaces_its_serializer(tmp_path):
+    """A fresh process: install() first, ``distributed`` imported afterwards (the post-import hook)."""
+    env = {"PYTHONPATH": f"{TESTS_DIR.parent}:{TESTS_DIR}"}
+    out = run_python(INSTALL_FIRST_SCRIPT, str(tmp_path / "model.pkl"), env=env, timeout=300)
+    (line,) = [line for line in out.splitlines() if line.startswith("token ")]
+    # Deterministic across processes: the model it tokenized has the same token here.
+    # (Layer names are part of the config, so the model is loaded, not built again.)
+    with open(tmp_path / "model.pkl", "rb") as f:
+        loaded = pickle.load(f)
+    assert tokenize(loaded, ensure_deterministic=True) == line.removeprefix("token ")
 
 
 # --------------------------------------------------------------------------

@@ -13,7 +13,7 @@ import pickle
 import integration_models as im
 import numpy as np
 import pytest
-from helpers import assert_same_state
+from helpers import assert_same_state, variable_values
 
 pytest.importorskip("sklearn", reason="scikit-learn is not installed (pip install -e '.[test]' installs it)")
 
@@ -39,6 +39,27 @@ def test_grid_search_over_a_model_instance_with_custom_layers(tmp_path):
     best = search.best_estimator_
     assert {type(layer) for layer in best.model_.layers} >= {im.Shift, im.Gate}
     assert len(best.history_.history["loss"]) == best.fit_kwargs["epochs"]
+
+    assert_same_fitted(best, pickle.loads(pickle.dumps(best)), x)
+    joblib.dump(best, tmp_path / "best.joblib")
+    assert_same_fitted(best, joblib.load(tmp_path / "best.joblib"), x)
+
+
+def test_grid_search_over_a_regressor_instance_with_custom_layers(tmp_path):
+    x, y = im.regression_data()
+    model = im.regressor()
+    before = variable_values(model)
+    fit_kwargs = {"batch_size": 8, "verbose": 0, "shuffle": False}
+    estimator = SKLearnRegressor(model=model, fit_kwargs={**fit_kwargs, "epochs": 1})
+    grid = {"fit_kwargs": [{**fit_kwargs, "epochs": 1}, {**fit_kwargs, "epochs": 2}]}
+    search = GridSearchCV(estimator, grid, cv=2, n_jobs=2, error_score="raise").fit(x, y)
+    best = search.best_estimator_
+    assert variable_values(model) == before  # the workers and the refit trained copies
+    assert best.model_ is not model
+    assert {type(layer) for layer in best.model_.layers} >= {im.Shift, im.Gate}
+    epochs = best.fit_kwargs["epochs"]
+    assert len(best.history_.history["loss"]) == epochs
+    assert int(best.model_.optimizer.iterations) == 4 * epochs  # the refit: 32 samples, batch 8
 
     assert_same_fitted(best, pickle.loads(pickle.dumps(best)), x)
     joblib.dump(best, tmp_path / "best.joblib")

@@ -122,8 +122,9 @@ def test_instances_in_an_estimator_are_refused_naming_their_class(overrides, ref
     assert "keras_pickle.install(allow=(" in str(info.value)
 
 
-def test_the_scikeras_way_strings_classes_and_routed_parameters(tmp_path):
-    estimator = KerasClassifier(
+def scikeras_way_estimator():
+    """The same estimator without instances: classes, strings and routed parameters."""
+    return KerasClassifier(
         model=im.build_for_scikeras,
         loss="binary_crossentropy",
         optimizer="adam",
@@ -135,7 +136,41 @@ def test_the_scikeras_way_strings_classes_and_routed_parameters(tmp_path):
         epochs=2,
         **FIT,
     )
-    search = grid_search(estimator, {"optimizer__learning_rate": [0.01, 0.05]})
+
+
+@pytest.mark.parametrize("fitted", [False, True], ids=["unfitted", "fitted"])
+def test_check_names_where_instances_sit_and_passes_the_scikeras_way(fitted):
+    estimator = instances_estimator()
+    scikeras_way = scikeras_way_estimator()
+    if fitted:
+        estimator.fit(X, Y)
+        scikeras_way.fit(X, Y)
+
+    report = keras_pickle.check(estimator, name="estimator")
+    problems = {p.path: p for p in report.problems}
+    assert set(problems) == {"estimator.metrics[0]", "estimator.callbacks[0]"}, str(report)
+    for path, cls, kind in (
+        ("estimator.metrics[0]", "AUC", "metrics"),
+        ("estimator.callbacks[0]", "EarlyStopping", "callbacks"),
+    ):
+        problem = problems[path]
+        assert problem.type_name.rsplit(".", 1)[-1] == cls, problem.type_name
+        assert "refused by design" in problem.reason
+        assert "install(allow=" in problem.advice and repr(kind) in problem.advice, problem.advice
+        assert f"{path} ({problem.type_name})" in str(report)
+    with pytest.raises(keras_pickle.PickleRefusedError):  # check() tells the truth
+        pickle.dumps(estimator)
+
+    report = keras_pickle.check(scikeras_way, name="estimator")
+    assert report.ok and not report.notes, str(report)
+    assert "estimator is pickle-safe" in str(report)
+    restored = pickle.loads(pickle.dumps(scikeras_way))
+    if fitted:
+        assert_same_estimator(scikeras_way, restored)
+
+
+def test_the_scikeras_way_strings_classes_and_routed_parameters(tmp_path):
+    search = grid_search(scikeras_way_estimator(), {"optimizer__learning_rate": [0.01, 0.05]})
     best = search.best_estimator_
     assert best.model_.optimizer.learning_rate.numpy() == np.float32(best.optimizer__learning_rate)
     # scikeras made an EarlyStopping instance from the class; it is not pickled...
