@@ -1,20 +1,30 @@
 """``keras_pickle.check(obj)``: is this object pickle-safe, and if not, why?
 
 The walk follows pickle's own rules (``copyreg`` dispatch, ``__reduce_ex__``)
-without writing a byte: it asks each object how it would be reduced and
+without pickling anything: it asks each object how it would be reduced and
 descends into the arguments and state it would hand to pickle, naming every
 member by its attribute path (``feeder.arr``, ``config["train"]``,
 ``model.layers[3]``). Keras layers and models are judged from their config
-and custom objects, never by serializing their weights; optimizers, metrics
-and callbacks are reported as refused by design. ``obj`` is never modified.
+and custom objects, never by serializing their weights; a Functional or
+Sequential model whose config cannot rebuild it is reported at the layer to
+blame (``model.layers[2]``). Optimizers, metrics and callbacks are reported
+as refused by design unless ``install(allow=...)`` lets their kind pickle;
+an allowed callback is walked attribute by attribute, as pickle stores it.
+
+The contract: ``report.ok`` is True exactly when ``pickle.dumps(obj,
+protocol)`` succeeds with the current ``install()`` settings. The one thing
+the walk cannot see is a failure that only reading a layer's variables would
+reveal, since it never reads them. ``obj`` is never modified.
 """
 
 from __future__ import annotations
 
 import copyreg
 import dataclasses
+import inspect
 import io
 import pickle
+import re
 import socket
 import sys
 import threading
@@ -23,12 +33,20 @@ from typing import Any
 
 import keras
 import numpy as np
+from keras.src.models.functional import Functional
 
-from . import _custom_objects, _mixins, _payload, _rebuild
-from .errors import KerasPickleError
+from . import _allow, _custom_objects, _mixins, _payload, _rebuild
+from .errors import KerasPickleError, KerasPicklingError, PickleRefusedError, UnrecoverableConfigError
 
 _ATOMIC = (type(None), bool, int, float, complex, str, bytes, bytearray, range, slice, type(Ellipsis))
 _LOCK_TYPES = (type(threading.Lock()), type(threading.RLock()))
+# Types pickle saves specially, not by a name it imports.
+_PICKLED_BY_VALUE_TYPES = (type(None), type(NotImplemented), type(Ellipsis))
+_KINDS = (
+    (keras.optimizers.Optimizer, "optimizers"),
+    (keras.metrics.Metric, "metrics"),
+    (keras.callbacks.Callback, "callbacks"),
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -44,7 +62,7 @@ class Problem:
 
 @dataclasses.dataclass
 class CheckReport:
-    """What :func:`check` found. ``ok`` is True when nothing would fail to pickle."""
+    """What :func:`check` found. ``ok`` is True exactly when ``pickle.dumps`` of the object succeeds."""
 
     root: str
     problems: list[Problem]
@@ -93,7 +111,9 @@ class _Walker:
         if id(obj) in self.seen:
             return
         self.seen.add(id(obj))
-        if isinstance(obj, (types.FunctionType, types.BuiltinFunctionType, type)):
+        if isinstance(obj, (types.FunctionType, type)) or (
+            isinstance(obj, types.BuiltinFunctionType) and isinstance(obj.__self__, (types.ModuleType, type(None)))
+        ):
             self.visit_global(obj, path)
         elif isinstance(obj, (list, tuple, set, frozenset)):
             for index, item in enumerate(obj):
@@ -108,15 +128,39 @@ class _Walker:
                     self.visit(item, f"{path}.flat[{index}]")
         elif (known := _known_unpicklable(obj)) is not None:
             self.problem(path, obj, *known)
+        elif _is_tensorflow_object(obj):
+            self.visit_tensorflow(obj, path)
         elif isinstance(obj, keras.Layer):
             self.visit_layer(obj, path)
-        elif isinstance(obj, (keras.optimizers.Optimizer, keras.metrics.Metric, keras.callbacks.Callback)):
-            self.visit_refused(obj, path)
+        elif (kind := _kind(obj)) is not None:
+            self.visit_stateful(obj, path, kind)
         else:
             self.visit_reduced(obj, path)
 
+    def visit_tensorflow(self, obj: Any, path: str) -> None:
+        """A TensorFlow object that is not a tensor: one problem if anything in it cannot be pickled.
+
+        Graph and runtime state (a dataset's variant tensor, a writer's or a
+        table's resource handle) fails deep inside the object; what to do is
+        about the object itself. Plain TensorFlow values (a TensorShape, a
+        tf.Module of variables) pickle and are not reported.
+        """
+        inner = _Walker(self.protocol)
+        inner.seen = self.seen
+        inner.visit_reduced(obj, path)
+        self.notes += inner.notes
+        if inner.problems:
+            self.problem(
+                path,
+                obj,
+                f"a TensorFlow object ({type(obj).__name__}), which holds graph or runtime state",
+                "create it in the worker, or pass numpy arrays (tensor.numpy())",
+            )
+
     def visit_global(self, obj: Any, path: str) -> None:
         """Functions and classes pickle by reference: they must be importable."""
+        if any(obj is special for special in _PICKLED_BY_VALUE_TYPES):
+            return
         qualname = getattr(obj, "__qualname__", getattr(obj, "__name__", ""))
         module = getattr(obj, "__module__", None)
         if qualname == "<lambda>" or "<lambda>" in qualname:
@@ -153,35 +197,79 @@ class _Walker:
                 f"{path}: keras_pickle is not installed, so Keras's own pickling applies; call "
                 "keras_pickle.install() to carry custom objects and the full training state."
             )
-        try:
-            _payload.check_constructor_recoverable(layer)
-            config = _rebuild.config_of(layer)
-            custom_objects = _custom_objects.collect(config, [layer])
-        except KerasPickleError as e:
-            self.problem(path, layer, str(e).splitlines()[0], "see the message above")
-            return
-        except Exception as e:
-            self.problem(path, layer, f"Keras cannot produce its config: {e}", "add or fix get_config()")
+        error, custom_objects = _layer_failure(layer)
+        if error is not None:
+            for where, culprit, culprit_error in _culprits(layer, path, error):
+                self.layer_problem(where, culprit, culprit_error, named=culprit is not layer)
             return
         for name, obj in custom_objects.items():
             if isinstance(obj, (type, types.FunctionType)) and name == getattr(obj, "__name__", name):
                 self.visit(obj, f"{path}.custom_objects[{name!r}]")
 
-    def visit_refused(self, obj: Any, path: str) -> None:
-        try:
-            obj.__reduce_ex__(self.protocol)
-        except KerasPickleError as e:
-            message = str(e)
-            reason, _, advice = message.partition(": ")[2].partition(". ")
-            self.problem(path, obj, f"refused by design: {reason}.", advice or message)
-            return
-        except Exception as e:
-            self.problem(path, obj, f"{type(e).__name__}: {e}", "see the message above")
-            return
-        if not _mixins.is_installed():
+    def layer_problem(self, path: str, layer: Any, error: BaseException, *, named: bool) -> None:
+        """``error`` (what pickling ``layer`` would raise) as a short reason and its fix."""
+        reason, advice = _reason_and_advice(str(error), "add or fix get_config() (and from_config())")
+        functions = _function_arguments(layer) if isinstance(error, UnrecoverableConfigError) else []
+        if functions:
+            names = ", ".join(name for name, _ in functions)
+            reason += " " + " ".join(f"Its argument {name} is {what}." for name, what in functions)
+            advice = (
+                f"a config cannot hold a lambda or local function: pass {names} as a module-level "
+                f"function, return it from {type(layer).__name__}.get_config() and rebuild it in "
+                "from_config() with keras.saving.deserialize_keras_object"
+            )
+        if named:
+            reason = f"layer {getattr(layer, 'name', '?')!r}: {reason}"
+        self.problem(path, layer, reason, advice)
+
+    def visit_stateful(self, obj: Any, path: str, kind: str) -> None:
+        """An optimizer, metric or callback: refused, or pickled as ``install(allow=...)`` says."""
+        if not _has_our_reducer(obj) or _mixins._user_reducer(obj) is not None:
+            # Keras's own pickling (keras_pickle not installed), or the class's own hook.
+            if kind == "callbacks" or _mixins._user_reducer(obj) is not None:
+                self.visit_reduced(obj, path)
+                return
+            try:
+                obj.__reduce_ex__(self.protocol)
+            except Exception as e:
+                self.problem(path, obj, f"{type(e).__name__}: {e}", "call keras_pickle.install() first")
+                return
             self.notes.append(
                 f"{path}: Keras pickles a {type(obj).__name__} from its config only; its state would be lost."
             )
+            return
+        if not _allow.allows(kind, obj):
+            try:
+                obj.__reduce_ex__(self.protocol)
+            except PickleRefusedError as e:
+                reason, advice = _reason_and_advice(str(e), "")
+                self.problem(path, obj, f"refused by design: {reason}", advice)
+                return
+            except Exception as e:
+                reason, advice = _reason_and_advice(str(e), "see the message above")
+                self.problem(path, obj, reason, advice)
+                return
+        if kind == "callbacks":
+            # Pickled as its class and every attribute (_allow.allowed_reduce).
+            self.visit_class(type(obj), path)
+            for name, value in vars(obj).items():
+                self.visit(value, f"{path}.{name}" if name.isidentifier() else _item_path(path, name))
+            return
+        # An allowed metric or unbuilt optimizer: its config and its own (small) variables.
+        try:
+            _, (_, body, _) = obj.__reduce_ex__(self.protocol)
+        except Exception as e:
+            reason, advice = _reason_and_advice(str(e), "see the message above")
+            self.problem(path, obj, reason, advice)
+            return
+        for name, custom in (body.get("custom_objects") or {}).items():
+            self.visit(custom, f"{path}.custom_objects[{name!r}]")
+
+    def visit_class(self, cls: type, path: str) -> None:
+        """The class an instance at ``path`` is rebuilt from: pickle stores it by reference."""
+        if id(cls) not in self.seen:
+            self.seen.add(id(cls))
+            self.visit_global(cls, path)
 
     def visit_reduced(self, obj: Any, path: str) -> None:
         """Any other object: descend into what its reducer would hand to pickle."""
@@ -204,9 +292,15 @@ class _Walker:
         if function is not copyreg.__newobj__ and function is not getattr(copyreg, "__newobj_ex__", None):
             self.visit(function, f"{path}.__reduce__()[0]")
         for index, arg in enumerate(args or ()):
-            if not (index == 0 and isinstance(arg, type) and arg is type(obj)):
+            if index == 0 and isinstance(arg, type) and arg is type(obj):
+                self.visit_class(arg, path)
+            else:
                 self.visit(arg, f"{path}.__reduce__()[1][{index}]")
-        if isinstance(state, tuple) and len(state) == 2 and (state[0] is None or isinstance(state[0], dict)):
+        if (
+            isinstance(state, tuple)
+            and len(state) == 2
+            and all(part is None or isinstance(part, dict) for part in state)
+        ):
             state = {**(state[0] or {}), **(state[1] or {})}  # (dict state, slots state)
         if isinstance(state, dict):
             for key, value in state.items():
@@ -229,6 +323,104 @@ def _has_our_reducer(obj: Any) -> bool:
     return bool(getattr(reducer, _mixins._MARK, False))
 
 
+def _kind(obj: Any) -> str | None:
+    """``"optimizers"``, ``"metrics"`` or ``"callbacks"``: the kinds refused unless allowed."""
+    for cls, kind in _KINDS:
+        if isinstance(obj, cls):
+            return kind
+    return None
+
+
+def _lists_layers(layer: Any) -> bool:
+    """True for a model rebuilt from a config that lists its layers (Functional, Sequential)."""
+    return isinstance(layer, (keras.Sequential, Functional))
+
+
+def _layer_failure(layer: Any) -> tuple[BaseException | None, dict]:
+    """What pickling ``layer`` would raise (short of reading its weights), and its custom objects.
+
+    The same steps as ``_payload.layer_payload``, without capturing variables.
+    """
+    try:
+        _payload.check_constructor_recoverable(layer)
+        config = _payload._serialize(layer)
+        _rebuild.config_to_json(config, layer)
+        return None, _custom_objects.collect(config, [layer])
+    except KerasPickleError as e:
+        return e, {}
+    except Exception as e:
+        return KerasPicklingError(f"Cannot pickle {type(layer).__name__}: {type(e).__name__}: {e}"), {}
+
+
+def _own_constructor_failure(layer: Any) -> KerasPickleError | None:
+    """``_payload.check_constructor_recoverable`` for ``layer`` alone, not the layers it lists."""
+    cls = type(layer)
+    if cls.__module__.startswith("keras."):
+        return None
+    try:
+        if getattr(cls.get_config, "_is_default", False):
+            _payload._check_auto_config(layer)
+        if cls.from_config.__func__.__module__.startswith("keras."):
+            _payload._check_config_fits_constructor(layer)
+    except KerasPickleError as e:
+        return e
+    return None
+
+
+def _culprits(layer: Any, path: str, error: BaseException) -> list[tuple[str, Any, BaseException]]:
+    """Where to report ``error``: the layer itself if its own constructor cannot be recovered,
+    and, recursively, each layer its config lists that fails on its own; else the layer itself.
+
+    Configs only: each sublayer's config is produced, never its weights.
+    """
+    found: list[tuple[str, Any, BaseException]] = []
+    own = _own_constructor_failure(layer)
+    if own is not None:
+        found.append((path, layer, own))
+    if _lists_layers(layer):
+        for index, sublayer in enumerate(layer.layers):
+            sub_error, _ = _layer_failure(sublayer)
+            if sub_error is not None:
+                found += _culprits(sublayer, f"{path}.layers[{index}]", sub_error)
+    return found or [(path, layer, error)]
+
+
+_MESSAGE_PREFIX = re.compile(r"^(?:Refusing to pickle|Cannot pickle) [\w.<>]+: ")
+
+
+def _reason_and_advice(message: str, default_advice: str) -> tuple[str, str]:
+    """A keras_pickle error message as (why, what to do): its first sentence, then the rest."""
+    text = _MESSAGE_PREFIX.sub("", " ".join(message.split()), count=1)
+    depth = 0
+    for index, char in enumerate(text):
+        if char in "([{":
+            depth += 1
+        elif char in ")]}":
+            depth = max(depth - 1, 0)
+        elif char == "." and depth == 0 and text[index + 1 : index + 2] == " ":
+            if text[index - 3 : index + 1] == "e.g.":
+                continue
+            return text[: index + 1], text[index + 2 :]
+    return text, default_advice or text
+
+
+def _function_arguments(layer: Any) -> list[tuple[str, str]]:
+    """Constructor arguments of ``layer`` (kept as attributes of that name) that are lambdas or local functions."""
+    try:
+        parameters = inspect.signature(type(layer).__init__).parameters
+    except (TypeError, ValueError):
+        return []
+    found = []
+    for name in parameters:
+        value = vars(layer).get(name)
+        qualname = getattr(value, "__qualname__", "")
+        if isinstance(value, types.FunctionType) and "<lambda>" in qualname:
+            found.append((name, "a lambda"))
+        elif isinstance(value, types.FunctionType) and "<locals>" in qualname:
+            found.append((name, f"a function defined inside a function ({qualname})"))
+    return found
+
+
 def _type_name(obj: Any) -> str:
     cls = obj if isinstance(obj, type) else type(obj)
     return f"{cls.__module__}.{cls.__qualname__}" if cls.__module__ != "builtins" else cls.__qualname__
@@ -248,7 +440,7 @@ def _known_unpicklable(obj: Any) -> tuple[str, str] | None:
             "a lazy np.load() NpzFile: an open file handle, not data",
             "load the arrays inside the worker (np.load in __getitem__), or pass the file name",
         )
-    if isinstance(obj, io.IOBase):
+    if isinstance(obj, io.IOBase) and not isinstance(obj, (io.BytesIO, io.StringIO)):
         return "an open file", "pass the file name and open it in the worker"
     if isinstance(obj, socket.socket):
         return "a socket", "open the connection in the worker"
@@ -256,12 +448,10 @@ def _known_unpicklable(obj: Any) -> tuple[str, str] | None:
         return "a module object", "import the module in the worker instead of sending it"
     if isinstance(obj, (types.FrameType, types.TracebackType)):
         return "an interpreter frame or traceback", "send the error message instead"
-    module = type(obj).__module__ or ""
-    if module.startswith("tensorflow") and not module.startswith("tensorflow.python.framework.dtypes"):
-        tensor_like = hasattr(obj, "numpy") and hasattr(obj, "shape")
-        if not tensor_like:
-            return (
-                f"a TensorFlow object ({type(obj).__name__}), which holds graph or runtime state",
-                "create it in the worker, or pass numpy arrays (tensor.numpy())",
-            )
     return None
+
+
+def _is_tensorflow_object(obj: Any) -> bool:
+    """A TensorFlow object other than a tensor or variable (those pickle as their values)."""
+    module = type(obj).__module__ or ""
+    return module.startswith("tensorflow") and not (hasattr(obj, "numpy") and hasattr(obj, "shape"))

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import contextlib
 import copy
+import io
 import pickle
+import socket
 import threading
 from unittest import mock
 
 import keras
 import numpy as np
 import pytest
+import tensorflow as tf
 import zoo
 
 import keras_pickle
@@ -118,7 +122,9 @@ def test_subclassed_model_without_recoverable_config_is_reported():
     model(zoo.data()[0])
     report = keras_pickle.check({"model": model})
     assert_truthful({"model": model}, report)
-    assert report.problems[0].path == 'dict["model"]' and "NoConfigModel" in report.problems[0].reason
+    (problem,) = report.problems
+    assert problem.path == 'dict["model"]' and problem.type_name == "zoo.NoConfigModel"
+    assert "get_config()" in problem.reason and "def get_config(self)" in problem.advice
 
 
 def test_check_does_not_modify_its_argument():
@@ -145,3 +151,255 @@ def test_cli_check(tmp_path):
     assert "numbers is pickle-safe" in out
     with pytest.raises(AssertionError, match=r"feeder.lock .*lock"):
         run_python(code, "check", "training_setup:feeder", cwd=tmp_path)
+
+
+# --------------------------------------------------------------------------
+# Reasons the issue lists: a socket, TensorFlow runtime objects, an optimizer
+# --------------------------------------------------------------------------
+
+
+def test_socket():
+    with socket.socket() as connection:
+        feeder = Feeder(np.zeros(2), transform=connection)
+        report = keras_pickle.check(feeder)
+        assert_truthful(feeder, report)
+    (problem,) = report.problems
+    assert (problem.path, problem.type_name) == ("feeder.transform", "socket.socket")
+    assert "socket" in problem.reason and "open the connection in the worker" in problem.advice
+
+
+@pytest.mark.parametrize(
+    "make, type_name",
+    [
+        (lambda tmp_path: tf.data.Dataset.from_tensor_slices(np.arange(6)).batch(2), "Dataset"),
+        (lambda tmp_path: tf.summary.create_file_writer(str(tmp_path)), "SummaryWriter"),
+    ],
+    ids=["tf.data.Dataset", "tf.summary writer"],
+)
+def test_tensorflow_runtime_objects(tmp_path, make, type_name):
+    feeder = Feeder(make(tmp_path))
+    report = keras_pickle.check(feeder)
+    assert_truthful(feeder, report)
+    (problem,) = report.problems
+    assert problem.path == "feeder.arr" and problem.type_name.startswith("tensorflow.")
+    assert type_name in problem.type_name and "a TensorFlow object" in problem.reason
+    assert "create it in the worker" in problem.advice
+
+
+def test_optimizer_instance_is_refused_by_design_with_what_to_do():
+    params = {"optimizer": keras.optimizers.Adam(1e-3), "lr": 1e-3}
+    report = keras_pickle.check(params, name="params")
+    assert_truthful(params, report)
+    (problem,) = report.problems
+    assert problem.path == 'params["optimizer"]' and problem.type_name.endswith(".Adam")
+    assert problem.reason.startswith("refused by design: an optimizer's state")
+    assert "Pickle the compiled model" in problem.advice and "optimizer.get_config()" in problem.advice
+
+
+def test_report_text_of_a_small_object():
+    config = {"lock": threading.Lock(), "transform": lambda x: x, "batch_size": 4}
+    report = keras_pickle.check(config, name="config")
+    assert_truthful(config, report)
+    assert str(report) == (
+        "config is not pickle-safe: 2 problems.\n"
+        "config[\"lock\"] (_thread.lock): a lock (cannot pickle '_thread.lock' / '_thread.RLock' object)\n"
+        "    -> create the lock in the worker\n"
+        'config["transform"] (function): a lambda, which pickle cannot store by reference\n'
+        "    -> use a function defined at module level (def), or functools.partial of one"
+    )
+
+
+# --------------------------------------------------------------------------
+# install(allow=("callbacks",)): a callback is pickled attribute by attribute
+# --------------------------------------------------------------------------
+
+
+class Hook(keras.callbacks.Callback):
+    """A callback holding whatever it is given."""
+
+    def __init__(self, fn=None, metric=None):
+        super().__init__()
+        self.fn = fn
+        self.metric = metric
+
+
+@pytest.fixture
+def allow_callbacks():
+    keras_pickle.install(allow=("callbacks",))
+    yield
+    keras_pickle.install(allow=())
+
+
+def test_allowed_tensorboard_names_its_writer_not_a_refusal(tmp_path, allow_callbacks):
+    tensorboard = keras.callbacks.TensorBoard(log_dir=str(tmp_path))
+    tensorboard.set_model(zoo.sequential())
+    assert tensorboard._train_writer is not None  # opens the writer, as fit() does
+    report = keras_pickle.check(tensorboard)
+    assert_truthful(tensorboard, report)
+    paths = {p.path: p for p in report.problems}
+    assert 'tensorboard._writers["train"]' in paths, str(report)
+    writer = paths['tensorboard._writers["train"]']
+    assert "SummaryWriter" in writer.type_name and "a TensorFlow object" in writer.reason
+    assert all(p.path.startswith("tensorboard.") for p in report.problems)
+    assert "refused by design" not in str(report) and "builtins.dict" not in str(report)
+
+
+@pytest.mark.parametrize(
+    "make, path",
+    [
+        (lambda: keras.callbacks.LambdaCallback(on_epoch_end=lambda epoch, logs: None), "lambdacallback.on_epoch_end"),
+        (lambda: Hook(fn=lambda x: x), "hook.fn"),
+    ],
+    ids=["LambdaCallback", "custom callback"],
+)
+def test_allowed_callback_holding_a_lambda_is_not_pickle_safe(allow_callbacks, make, path):
+    callback = make()
+    report = keras_pickle.check(callback)
+    assert_truthful(callback, report)
+    (problem,) = report.problems
+    assert problem.path == path and "lambda" in problem.reason
+
+
+def test_allowed_callback_with_plain_attributes_is_pickle_safe(allow_callbacks):
+    callback = Hook(fn=module_level_transform)
+    report = keras_pickle.check(callback)
+    assert report.ok, str(report)
+    assert_truthful(callback, report)
+
+
+def test_allowed_callback_holding_a_refused_metric_names_it(allow_callbacks):
+    callback = Hook(metric=keras.metrics.Mean())
+    report = keras_pickle.check(callback)
+    assert_truthful(callback, report)
+    (problem,) = report.problems
+    assert problem.path == "hook.metric" and problem.reason.startswith("refused by design: a metric's")
+
+
+def test_callback_with_a_lambda_without_keras_pickle_installed():
+    keras_pickle.uninstall()
+    callback = Hook(fn=lambda x: x)
+    report = keras_pickle.check(callback)
+    assert_truthful(callback, report)
+    assert [p.path for p in report.problems] == ["hook.fn"]
+
+
+# --------------------------------------------------------------------------
+# A model is reported at the layer to blame, from configs only
+# --------------------------------------------------------------------------
+
+
+class Apply(keras.layers.Layer):
+    """A custom layer whose constructor takes a function, and no get_config()."""
+
+    def __init__(self, fn, **kwargs):
+        super().__init__(**kwargs)
+        self.fn = fn
+
+    def call(self, x):
+        return self.fn(x)
+
+
+class NoConfig(keras.layers.Layer):
+    """A custom layer whose get_config() fails."""
+
+    def call(self, x):
+        return x
+
+    def get_config(self):
+        raise NotImplementedError("NoConfig has no config")
+
+
+def apply_model(inner):
+    inputs = keras.Input((zoo.FEATURES,))
+    h = keras.layers.Dense(zoo.FEATURES)(inputs)
+    h = inner(h)
+    return keras.Model(inputs, keras.layers.Dense(1)(h))
+
+
+@contextlib.contextmanager
+def no_weights_read():
+    with (
+        mock.patch("keras_pickle._payload.layer_payload", side_effect=AssertionError("serialized")),
+        mock.patch("keras_pickle._backend.to_numpy", side_effect=AssertionError("read weights")),
+    ):
+        yield
+
+
+def test_custom_layer_with_a_lambda_argument_is_named_in_the_model():
+    model = apply_model(Apply(lambda x: x * 2, name="doubler"))
+    with no_weights_read():
+        report = keras_pickle.check(model, name="model")
+    assert_truthful(model, report)
+    (problem,) = report.problems
+    assert problem.path == "model.layers[2]" and model.layers[2].name == "doubler"
+    assert problem.type_name == "test_check.Apply"
+    assert "'doubler'" in problem.reason and "no get_config()" in problem.reason
+    assert "Its argument fn is a lambda." in problem.reason and "\n" not in problem.reason
+    assert "module-level function" in problem.advice and "from_config()" in problem.advice
+    assert "model.layers[2] (test_check.Apply): layer 'doubler'" in str(report)
+
+
+def test_failing_layer_nested_in_a_sequential_inside_a_functional():
+    inner = keras.Sequential([keras.Input((zoo.FEATURES,)), keras.layers.Dense(3), NoConfig(name="broken")])
+    model = apply_model(inner)
+    with no_weights_read():
+        report = keras_pickle.check({"model": model}, name="params")
+    assert_truthful({"model": model}, report)
+    (problem,) = report.problems
+    assert problem.path == 'params["model"].layers[2].layers[1]'
+    assert problem.reason == "layer 'broken': Keras cannot produce its config (NoConfig has no config)."
+    assert "get_config()" in problem.advice
+
+
+@pytest.mark.parametrize("kind", ["functional", "sequential"])
+def test_every_failing_layer_is_named(kind):
+    first, second = Apply(lambda x: x, name="first"), NoConfig(name="second")
+    if kind == "functional":
+        inputs = keras.Input((zoo.FEATURES,))
+        model = keras.Model(inputs, second(keras.layers.Dense(2)(first(inputs))))
+        expected = {"model.layers[1]": "layer 'first'", "model.layers[3]": "layer 'second'"}
+    else:
+        model = keras.Sequential([keras.Input((zoo.FEATURES,)), first, second])
+        expected = {"model.layers[0]": "layer 'first'", "model.layers[1]": "layer 'second'"}
+    report = keras_pickle.check(model, name="model")
+    assert_truthful(model, report)
+    assert {p.path: p.reason.split(":")[0] for p in report.problems} == expected
+
+
+# --------------------------------------------------------------------------
+# The report agrees with pickle.dumps
+# --------------------------------------------------------------------------
+
+
+def test_instance_of_a_local_class_is_not_pickle_safe():
+    class Local:
+        pass
+
+    feeder = Feeder(Local())
+    report = keras_pickle.check(feeder)
+    assert_truthful(feeder, report)
+    (problem,) = report.problems
+    assert problem.path == "feeder.arr" and "defined inside a function" in problem.reason
+
+
+AGREES_WITH_PICKLE = {
+    "io.BytesIO": lambda: io.BytesIO(b"abc"),
+    "io.StringIO": lambda: io.StringIO("abc"),
+    "numpy Generator": lambda: np.random.default_rng(0),
+    "bound builtin method": lambda: [].append,
+    "builtin classmethod": lambda: dict.fromkeys,
+    "NoneType": lambda: type(None),
+    "tf.TensorShape": lambda: tf.TensorShape([2, 3]),
+    "tf.Module": lambda: tf.Module(),
+    "tf.data.Options": lambda: tf.data.Options(),
+    "tf.Graph": lambda: tf.Graph(),
+    "tf.data iterator": lambda: iter(tf.data.Dataset.range(3)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(AGREES_WITH_PICKLE))
+def test_report_agrees_with_pickle_dumps(name):
+    feeder = Feeder(AGREES_WITH_PICKLE[name]())
+    report = keras_pickle.check(feeder)
+    assert_truthful(feeder, report)
+    assert [p.path for p in report.problems] == ([] if report.ok else ["feeder.arr"])
