@@ -38,4 +38,4 @@ from .errors import StateMismatchError as StateMismatchError
 from .errors import UnrecoverableConfigError as UnrecoverableConfigError
 from .errors import UnsafePayloadError as UnsafePayloadError
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"

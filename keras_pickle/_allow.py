@@ -17,6 +17,8 @@ import pickle
 import threading
 from typing import Any
 
+import numpy as np
+
 from . import _copy, _format, _payload
 from .errors import PickleRefusedError
 
@@ -72,6 +74,9 @@ def allowed_reduce(obj: Any, kind: str, protocol: int) -> tuple:
 def _stateful_state(obj: Any) -> dict:
     """Every variable, and the plain attributes that differ from a fresh instance.
 
+    Plain: None, numbers, strings, bytes, numpy arrays of a numeric dtype, and
+    lists, tuples and dicts of those (a custom metric's running numpy state).
+
     A fresh instance is rebuilt from the config here, and the state is applied
     to it, so that an object this cannot restore exactly is refused now rather
     than restored wrong later.
@@ -85,7 +90,7 @@ def _stateful_state(obj: Any) -> dict:
         if id(value) in own:
             variable_attributes[name] = own[id(value)]
         elif _is_plain(value) and not _same(vars(twin).get(name, _MISSING), value):
-            attributes[name] = value
+            attributes[name] = _as_plain(value)
     state = {
         "variables": [(v.path, _backend.to_numpy(v)) for v in obj.variables],
         "attributes": attributes,
@@ -165,7 +170,7 @@ def _checked_state(state: Any) -> dict:
     if not isinstance(state, dict) or not {"variables", "attributes", "variable_attributes", "kind"} <= state.keys():
         raise corrupt("is not a dict with variables, attributes, variable_attributes and kind")
     if state["kind"] not in ALLOWABLE:
-        raise corrupt(f"names an unknown kind {state['kind']!r}")
+        raise corrupt(f"names an unknown kind {_format.bounded_repr(state['kind'])}")
     if not isinstance(state["variables"], list):
         raise corrupt("has no list of variables")
     attributes, indices = state["attributes"], state["variable_attributes"]
@@ -196,7 +201,9 @@ def restore_callback(cls, attributes):
 
     cls = _safe.unwrap(cls)
     if not (isinstance(cls, type) and issubclass(cls, keras.callbacks.Callback)):
-        raise KerasUnpicklingError(f"Corrupt keras_pickle payload: {cls!r} is not a Keras callback class.")
+        raise KerasUnpicklingError(
+            f"Corrupt keras_pickle payload: {_format.bounded_repr(cls)} is not a Keras callback class."
+        )
     if not (isinstance(attributes, dict) and all(_attribute_name(k) for k in attributes)):
         raise KerasUnpicklingError("Corrupt keras_pickle payload: a callback's attributes are not a dict of names.")
     obj = cls.__new__(cls)
@@ -229,7 +236,6 @@ class _Discard:
 
 def _check_picklable(owner: Any, name: str, value: Any, protocol: int) -> None:
     import keras
-    import numpy as np
 
     from .errors import KerasPickleError, KerasPicklingError
 
@@ -269,6 +275,8 @@ _PLAIN_TYPES = (type(None), bool, int, float, complex, str, bytes)
 def _is_plain(value: Any, depth: int = 0) -> bool:
     if isinstance(value, _PLAIN_TYPES):
         return True
+    if type(value) is np.ndarray:
+        return not value.dtype.hasobject
     if depth > 4:
         return False
     if isinstance(value, (list, tuple)):
@@ -278,7 +286,21 @@ def _is_plain(value: Any, depth: int = 0) -> bool:
     return False
 
 
+def _as_plain(value: Any) -> Any:
+    """``value`` with Keras's tracked lists and dicts (which hold their tracker) as plain ones."""
+    if isinstance(value, list):
+        return [_as_plain(item) for item in value]
+    if isinstance(value, tuple):
+        return tuple(_as_plain(item) for item in value)
+    if isinstance(value, dict):
+        return {key: _as_plain(item) for key, item in value.items()}
+    return value
+
+
 def _same(a: Any, b: Any) -> bool:
+    """Equal values of the same type (arrays: same dtype, shape and elements); False when unsure."""
+    if type(a) is np.ndarray and type(b) is np.ndarray:
+        return a.dtype == b.dtype and a.shape == b.shape and bool(np.array_equal(a, b))
     try:
         return type(a) is type(b) and bool(a == b)
     except Exception:

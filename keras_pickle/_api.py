@@ -98,6 +98,10 @@ def _load_one(file: IO[bytes], *, safe_mode: bool, buffers, describe: Callable[[
     options = _options.LoadOptions(safe_mode=safe_mode)
     unpickler_class = _safe.SafeUnpickler if safe_mode else pickle.Unpickler
     head = _peek(file)
+    foreign = _foreign_format(head)
+    if foreign is not None:
+        found = describe() if describe() == foreign else f"{describe()}, {foreign}"
+        raise NotAPayloadError(f"Not a keras_pickle payload: {found}.", found=found)
     check_lengths(file, describe)
     with _options.loading(options):
         try:
@@ -261,9 +265,14 @@ _SIGNATURES = (
 )
 
 
-def describe_bytes(view: memoryview) -> str:
-    head = bytes(view[:8])
+def _foreign_format(head: bytes) -> str | None:
+    """What a file starting with ``head`` is, if it is a known format that is never a pickle."""
     for signature, description in _SIGNATURES:
         if head.startswith(signature):
             return description
-    return f"{view.nbytes} bytes starting with {head!r}"
+    return None
+
+
+def describe_bytes(view: memoryview) -> str:
+    head = bytes(view[:8])
+    return _foreign_format(head) or f"{view.nbytes} bytes starting with {head!r}"

@@ -37,13 +37,14 @@ def layer_payload(layer: Any, protocol: int) -> tuple[dict, dict]:
             for s in state.layer_states
         ],
         "custom_objects": _custom_objects.collect(config, [layer]),
+        "dtype_policy": _rebuild.policy_json(layer),
     }
     header = _format.make_header(obj=layer, kind=KIND_LAYER, body=body, checksum=dump_options().checksum)
     return header, body
 
 
 def config_payload(obj: Any, kind: str) -> tuple[dict, dict]:
-    """The config-only payload of ``obj`` (a Loss; an allowed metric's or optimizer's config): config and custom objects."""
+    """The config-only payload of ``obj`` (a Loss, or an allowed metric or optimizer): config, custom objects."""
     config = _serialize(obj)
     body = {
         "config": _rebuild.config_to_json(config, obj),
@@ -60,7 +61,9 @@ def object_from_payload(header: dict, body: dict, *, safe_mode: bool) -> Any:
     custom_objects = {str(name): _safe.unwrap(obj) for name, obj in custom_objects.items()}
     if header.get("kind") != KIND_LAYER:
         return _rebuild.from_config(body["config"], custom_objects, safe_mode=safe_mode)
-    return _rebuild.rebuild_with_state(body["config"], custom_objects, decode_state(body), safe_mode=safe_mode)
+    return _rebuild.rebuild_with_state(
+        body["config"], custom_objects, decode_state(body), safe_mode=safe_mode, dtype_policy=body.get("dtype_policy")
+    )
 
 
 def decode_state(body: dict) -> _state.CapturedState:

@@ -11,7 +11,7 @@ from keras.src.backend.common import global_state
 from keras.src.saving import serialization_lib
 
 from . import _backend, _names, _state
-from .errors import KerasPickleError, KerasPicklingError, LambdaLayerError
+from .errors import KerasPickleError, KerasPicklingError, KerasUnpicklingError, LambdaLayerError
 
 
 def config_of(obj: Any) -> dict:
@@ -60,8 +60,51 @@ def config_to_json(config: dict, obj: Any) -> str:
         ) from e
 
 
-def rebuild_with_state(config_json: str, custom_objects: dict[str, Any], state: Any, *, safe_mode: bool) -> Any:
+def policy_json(obj: Any) -> str:
+    """The object's own dtype policy, serialized (what :func:`rebuild_with_state` rebuilds under)."""
+    return json.dumps(keras.dtype_policies.serialize(obj.dtype_policy))
+
+
+@contextlib.contextmanager
+def _global_policy(policy_text: str | None):
+    """Within: Keras's global dtype policy (per thread) is the one ``policy_text`` serializes.
+
+    A model built under a global mixed policy takes it from there, not from
+    its config (Functional does not record it; Sequential ignores it), and
+    so does its compile, which wraps the optimizer in a LossScaleOptimizer
+    under ``mixed_float16``. Rebuilt under the loading process's policy, it
+    would come back float32 with a different optimizer. ``None`` (format
+    version 1 payloads): the loading process's policy.
+    """
+    if policy_text is None:
+        yield
+        return
+    try:
+        config = json.loads(policy_text)
+        if not isinstance(config, dict) or config.get("module") not in ("keras", "keras.dtype_policies"):
+            raise ValueError("not a built-in Keras dtype policy")
+        policy = keras.dtype_policies.deserialize(config)
+    except Exception as e:
+        raise KerasUnpicklingError(
+            f"Corrupt keras_pickle payload: its dtype policy cannot be read ({type(e).__name__}: {e}).",
+            original_error=e,
+        ) from e
+    previous = keras.config.dtype_policy()
+    keras.config.set_dtype_policy(policy)
+    try:
+        yield
+    finally:
+        keras.config.set_dtype_policy(previous)
+
+
+def rebuild_with_state(
+    config_json: str, custom_objects: dict[str, Any], state: Any, *, safe_mode: bool, dtype_policy: str | None = None
+) -> Any:
     """Rebuild an object from its config and load ``state`` (a ``_state.CapturedState``).
+
+    Everything happens under the object's own dtype policy (``dtype_policy``,
+    from :func:`policy_json`) as Keras's global policy: see
+    :func:`_global_policy`.
 
     Variables are first created *deferred* (in a ``keras.StatelessScope``,
     where Keras records their initializers without running them) and then
@@ -72,6 +115,11 @@ def rebuild_with_state(config_json: str, custom_objects: dict[str, Any], state: 
     is compiled afterwards, outside the scope (its optimizer built only if
     the original's was), then the optimizer state loaded.
     """
+    with _global_policy(dtype_policy):
+        return _rebuild_with_state(config_json, custom_objects, state, safe_mode=safe_mode)
+
+
+def _rebuild_with_state(config_json: str, custom_objects: dict[str, Any], state: Any, *, safe_mode: bool) -> Any:
     expected = len(state.variables)
     try:
         obj, deferred = _from_config_deferred(config_json, custom_objects, safe_mode=safe_mode, expected=expected)

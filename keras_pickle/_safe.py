@@ -6,8 +6,11 @@ if it is one of:
 * keras_pickle's reconstructors (``keras_pickle._format.restore``, and for
   objects pickled under ``install(allow=...)``, ``keras_pickle._allow.
   restore_with_state`` / ``restore_callback``, which check their input);
-* numpy's array, dtype and scalar reconstruction functions;
-* ``_codecs.encode`` (how protocols 0-2 spell ``bytes``);
+* numpy's array, dtype and scalar reconstruction functions (an array's
+  size checked against ``_format.MAX_ARRAY_BYTES`` before numpy allocates
+  it; never an object array made from nothing);
+* ``_codecs.encode`` with the latin-1 codec (how protocols 0-2 spell
+  ``bytes``; any other codec would import its module);
 * a class deriving from a Keras base class (layer, model, loss, metric,
   optimizer, initializer, regularizer, constraint, learning-rate schedule,
   callback), or a plain Python function, from a module that is already
@@ -16,15 +19,29 @@ if it is one of:
 Keras classes and custom objects are handed to the stream as *inert
 references*: the unpickler cannot call them, instantiate them or read their
 attributes; only keras_pickle's reconstructor unwraps them into the
-``custom_objects`` it gives Keras. Nothing is ever imported.
+``custom_objects`` it gives Keras. Nothing is ever imported: names are looked
+up in the ``__dict__`` of modules already in ``sys.modules`` (a module's lazy
+``__getattr__`` never runs).
+
+The ``BUILD`` opcode (``__setstate__``, or an update of ``__dict__``) may only
+complete a numpy array or dtype, as numpy's own pickles do: on anything else
+(the model a reconstructor returned, an inert reference, an allowed function)
+it would let the stream change an object after keras_pickle validated it.
+CPython's C unpickler offers no hook for that opcode, so safe mode runs the
+pure-Python unpickler (``pickle._Unpickler``); the streams it reads are small
+(weights are single buffers), which keeps the cost to milliseconds.
 """
 
 from __future__ import annotations
 
+import inspect
+import math
 import pickle
 import sys
 import types
 from typing import Any
+
+import numpy as np
 
 from .errors import UnsafePayloadError
 
@@ -105,20 +122,123 @@ def _is_stdlib(module: str) -> bool:
 
 
 def _already_imported(module: str, name: str, qualified: str) -> Any:
-    """An allowed callable, from sys.modules only (numpy 2 keeps ``numpy.core``
-    names as aliases of ``numpy._core``)."""
+    """An allowed callable, from the namespace of a module in sys.modules only
+    (numpy 2 keeps ``numpy.core`` names as aliases of ``numpy._core``)."""
     for candidate in (module, module.replace("numpy.core", "numpy._core", 1)):
         loaded = sys.modules.get(candidate)
-        if loaded is not None and hasattr(loaded, name):
-            return getattr(loaded, name)
+        found = vars(loaded).get(name) if isinstance(loaded, types.ModuleType) else None
+        if found is not None:
+            return _CHECKED_CALLABLES.get((module.replace("numpy.core", "numpy._core", 1), name), found)
     raise UnsafePayloadError(
         f"Safe mode refused global {qualified}: its module is not imported, and safe mode never imports modules.",
         what=qualified,
     )
 
 
-class SafeUnpickler(pickle.Unpickler):
-    """``pickle.Unpickler`` that resolves only what the module docstring lists."""
+# --------------------------------------------------------------------------
+# Allowed callables that check their arguments
+# --------------------------------------------------------------------------
+
+
+class _NdarrayType:
+    """What ``numpy.ndarray`` resolves to: a token for ``_reconstruct``'s subtype, not a constructor.
+
+    ``ndarray(shape, dtype)`` would allocate whatever the stream asks for
+    (zero-filled for object arrays); numpy's own pickles only pass the class
+    to ``_reconstruct``.
+    """
+
+    __slots__ = ()
+
+    def __call__(self, *args, **kwargs):
+        raise UnsafePayloadError(
+            "Safe mode refused a call of numpy.ndarray while unpickling: numpy's own pickles "
+            "only name it as numpy.core.multiarray._reconstruct's subtype.",
+            what="numpy.ndarray",
+        )
+
+    def __repr__(self) -> str:
+        return "<numpy.ndarray, for _reconstruct only>"
+
+
+_NDARRAY = _NdarrayType()
+
+
+def _checked_reconstruct(subtype: Any, shape: Any, dtype: Any) -> np.ndarray:
+    """numpy's ``_reconstruct`` for a plain ndarray of at most ``_format.MAX_ARRAY_BYTES``.
+
+    numpy pickles an array as ``_reconstruct(ndarray, (0,), b"b")`` followed
+    by ``BUILD`` with the real shape, dtype and data (whose size bounds the
+    allocation). Anything else is refused before numpy allocates.
+    """
+    from . import _format
+
+    if subtype is not _NDARRAY:
+        raise UnsafePayloadError(
+            f"Safe mode refused numpy _reconstruct of {_bounded_repr(subtype)}: only numpy.ndarray.",
+            what="numpy.core.multiarray._reconstruct",
+        )
+    try:
+        dims = [int(d) for d in (shape if isinstance(shape, tuple) else (shape,))]
+        dtype = np.dtype(dtype)
+    except (TypeError, ValueError, OverflowError) as e:
+        raise UnsafePayloadError(
+            f"Safe mode refused numpy _reconstruct with shape {_bounded_repr(shape)} and dtype "
+            f"{_bounded_repr(dtype)}: {type(e).__name__}.",
+            what="numpy.core.multiarray._reconstruct",
+        ) from e
+    nbytes = math.prod(dims) * max(dtype.itemsize, 1)
+    if dtype.hasobject or min(dims, default=0) < 0 or nbytes > _format.MAX_ARRAY_BYTES:
+        raise UnsafePayloadError(
+            f"Safe mode refused numpy _reconstruct of a {dtype} array of shape {_bounded_repr(shape)}: "
+            "numpy's own pickles start from an empty array of a plain dtype.",
+            what="numpy.core.multiarray._reconstruct",
+        )
+    return np.ndarray(tuple(dims), dtype)  # what _reconstruct(ndarray, shape, dtype) does
+
+
+def _latin1_encode(text: Any, encoding: Any = "utf-8", errors: Any = "strict") -> bytes:
+    """``_codecs.encode`` as protocols 0-2 use it for ``bytes``: latin-1 only (other codecs import modules)."""
+    if encoding not in ("latin1", "latin-1") or not isinstance(text, str) or errors != "strict":
+        raise UnsafePayloadError(
+            f"Safe mode refused _codecs.encode with codec {_bounded_repr(encoding)}: pickles spell bytes "
+            "with latin1 only, and another codec would import its module.",
+            what="_codecs.encode",
+        )
+    return text.encode("latin-1")
+
+
+_CHECKED_CALLABLES = {
+    ("numpy._core.multiarray", "_reconstruct"): _checked_reconstruct,
+    ("numpy", "ndarray"): _NDARRAY,
+    ("_codecs", "encode"): _latin1_encode,
+}
+
+# What BUILD may complete: what numpy's own pickles complete.
+_BUILDABLE = (np.ndarray, np.dtype)
+
+
+def _bounded_repr(value: Any) -> str:
+    from ._format import bounded_repr
+
+    return bounded_repr(value)
+
+
+class SafeUnpickler(pickle._Unpickler):
+    """The pure-Python unpickler, resolving only what the module docstring lists and BUILD-ing only numpy objects."""
+
+    def _load_build(self) -> None:
+        target = self.stack[-2] if len(self.stack) >= 2 else None
+        if not isinstance(target, _BUILDABLE):
+            raise UnsafePayloadError(
+                f"Safe mode refused to set the state of a {type(target).__module__}.{type(target).__qualname__} "
+                "while unpickling (BUILD): only numpy arrays and dtypes are completed that way, and "
+                "a keras_pickle payload never changes an object after its reconstructor made it.",
+                what="BUILD",
+            )
+        pickle._Unpickler.load_build(self)
+
+    dispatch = {**pickle._Unpickler.dispatch, pickle.BUILD[0]: _load_build}
 
     def find_class(self, module: str, name: str) -> Any:
         qualified = f"{module}.{name}"
@@ -141,7 +261,8 @@ class SafeUnpickler(pickle.Unpickler):
             )
         target: Any = loaded
         for part in name.split("."):
-            target = getattr(target, part, None)
+            # Static lookup: a module's __getattr__ (lazy submodules) never runs.
+            target = inspect.getattr_static(target, part, None)
             if target is None:
                 raise UnsafePayloadError(f"Safe mode refused global {qualified}: no such attribute.", what=qualified)
         allowed_class = isinstance(target, type) and issubclass(target, _keras_bases())

@@ -19,7 +19,7 @@ from keras.src.saving import serialization_lib
 
 import keras_pickle
 from keras_pickle import _names
-from keras_pickle._inspect import Global, _evaluate
+from keras_pickle._inspect import Global, _evaluate, _opened
 
 NAMES = ["functional", "subclassed"]
 # Builders in zoo. Between them: a nested Sequential, auto-named sublayers, seed
@@ -113,9 +113,16 @@ def canonical_config(config):
     return walk(config)
 
 
+def inspected_payload(data: bytes):
+    """The payload's restore call, read by the inspector's stack machine (nothing runs), data held."""
+    with _opened(data) as pickle_input:
+        (payload,) = _evaluate(pickle_input, hold_data=True).payloads
+    return payload
+
+
 def content(data: bytes) -> dict:
     """What a payload says, read by the inspector's stack machine, minus its representation."""
-    (payload,) = _evaluate(data, "payload").payloads
+    payload = inspected_payload(data)
     header, body = payload.args
 
     def entries(section):
@@ -166,8 +173,7 @@ def test_repickled_in_another_process_gives_identical_bytes(repickled):
 
 def body_of(data: bytes) -> dict:
     """The payload body, read by the inspector (nothing runs)."""
-    (payload,) = _evaluate(data, "payload").payloads
-    return payload.args[1]
+    return inspected_payload(data).args[1]
 
 
 def shared_ids(config_text: str) -> list[int]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import pickle
 
 import keras
@@ -32,7 +33,7 @@ def reduced(obj, protocol=5):
 def test_header_describes_the_payload():
     model = zoo.trained(zoo.sequential)
     header, body = reduced(model)
-    assert header["format"] == "keras_pickle" and header["format_version"] == 1
+    assert header["format"] == "keras_pickle" and header["format_version"] == keras_pickle.FORMAT_VERSION == 2
     assert header["keras_version"] == keras.__version__
     assert header["backend"] == keras.backend.backend() == "tensorflow"
     assert header["class"] == "keras.src.models.sequential.Sequential"
@@ -40,7 +41,16 @@ def test_header_describes_the_payload():
     assert header["n_variables"] == len(model.variables) + len(model.optimizer.variables)
     assert header["weight_bytes"] == sum(v.numpy().nbytes for v in model.variables + model.optimizer.variables)
     assert header["checksum"] is None
-    assert set(body) >= {"config", "variables", "optimizer_variables", "layer_states", "custom_objects"}
+    assert set(body) == {
+        "config",
+        "variables",
+        "optimizer_variables",
+        "optimizer_built",
+        "layer_states",
+        "custom_objects",
+        "dtype_policy",
+    }
+    assert json.loads(body["dtype_policy"])["config"] == {"name": "float32"}
     assert body["custom_objects"]["Scale"] is zoo.Scale
     assert body["custom_objects"]["scaled_relu"] is zoo.scaled_relu
 
@@ -52,9 +62,10 @@ def test_newer_format_version_names_both_versions():
         with pytest.raises(keras_pickle.FormatVersionError) as info:
             load(data)
         message = str(info.value)
-        assert "format version 7" in message and "up to 1" in message
+        assert "format version 7" in message and "up to 2" in message
+        assert f"(Keras {keras.__version__})" in message
         assert "pip install --upgrade keras-pickle" in message
-        assert info.value.found_version == 7 and info.value.supported_version == 1
+        assert info.value.found_version == 7 and info.value.supported_version == 2
         assert isinstance(info.value, pickle.UnpicklingError)
 
 
@@ -103,7 +114,7 @@ def test_checksums_block_covers_writers_that_take_no_arguments(tmp_path):
     with keras_pickle.checksums():
         joblib.dump(model, path)
         assert keras_pickle.inspect(keras_pickle.dumps(model, checksum=False)).checksum is None
-    assert keras_pickle.inspect(path).checksum.startswith("xxh3_64:")
+    assert keras_pickle.inspect(path).checksum.startswith("xxh3_64+header:")
     joblib.dump(model, tmp_path / "plain.joblib")
     assert keras_pickle.inspect(tmp_path / "plain.joblib").checksum is None
 

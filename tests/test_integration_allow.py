@@ -47,6 +47,27 @@ class RunningMax(keras.metrics.Metric):
         return {**super().get_config(), "scale": self.scale}
 
 
+class NumpyTally(keras.metrics.Metric):
+    """A custom metric that keeps running state in numpy attributes, not Keras variables."""
+
+    def __init__(self, classes=3, **kwargs):
+        super().__init__(**kwargs)
+        self.classes = classes
+        self.seen = np.zeros(classes)
+        self.batches = []
+
+    def update_state(self, y_true, y_pred, sample_weight=None):
+        predicted = np.argmax(np.asarray(y_pred).reshape(-1, self.classes), axis=-1)
+        self.seen += np.bincount(predicted, minlength=self.classes)
+        self.batches.append(np.asarray(y_pred, dtype="float32"))
+
+    def result(self):
+        return float(self.seen.max())
+
+    def get_config(self):
+        return {**super().get_config(), "classes": self.classes}
+
+
 METRICS = {
     "Mean": lambda: keras.metrics.Mean(),
     "AUC": lambda: keras.metrics.AUC(num_thresholds=20),
@@ -251,3 +272,24 @@ def test_safe_mode_refuses_forged_callbacks(cls, attributes, message):
     data = pickle.dumps(Forged(_allow.restore_callback, cls, attributes))
     with pytest.raises(keras_pickle.KerasUnpicklingError, match=message):
         keras_pickle.loads(data)
+
+
+@pytest.mark.parametrize("safe_mode", [False, True])
+def test_numpy_attributes_of_a_metric_travel_with_it(safe_mode):
+    keras_pickle.install(allow=("metrics",))
+    metric = NumpyTally()
+    metric.update_state(None, np.eye(3)[[0, 2, 2]])
+    restored = keras_pickle.loads(keras_pickle.dumps(metric), safe_mode=safe_mode)
+    assert restored.seen.tolist() == [1.0, 0.0, 2.0] and restored.seen.dtype == metric.seen.dtype
+    assert len(restored.batches) == 1 and np.array_equal(restored.batches[0], metric.batches[0])
+    assert restored.seen is not metric.seen
+
+
+def test_a_tensorboard_writer_is_named_under_allow(tmp_path):
+    keras_pickle.install(allow=("callbacks",))
+    model = zoo.trained(zoo.sequential)
+    board = keras.callbacks.TensorBoard(log_dir=str(tmp_path))
+    board.set_model(model)
+    assert board._train_writer is not None  # opens the writer, as fit does
+    with pytest.raises(keras_pickle.KerasPicklingError, match=r"attribute '_writers' of keras.callbacks.TensorBoard"):
+        pickle.dumps(board)

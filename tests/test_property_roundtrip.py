@@ -5,12 +5,19 @@ fails): Sequential or Functional, optionally with a Sequential or Functional
 nested inside, a stack of Dense, Conv1D, Embedding, LayerNormalization,
 BatchNormalization, GRU, LSTM, Dropout and the custom ``zoo.Scale`` /
 ``zoo.Block`` layers, each with its own dtype (float32, float16, bfloat16,
-mixed_float16, mixed_bfloat16, set through ``dtype=``; the global policy is
-never touched), and most often an optimizer (Adam, SGD with momentum,
-RMSprop, Adam with EMA, LossScaleOptimizer), compiled only, built or trained
-one step. Every variable, optimizer state included, is then set to random
-non-default values and the model goes through ``pickle``; the copy must hold
-the same variables, dtype policies and outputs, and train the same next step.
+mixed_float16, mixed_bfloat16, set through ``dtype=``; the property never
+touches the global policy), and most often an optimizer (Adam, SGD with
+momentum, RMSprop, Adam with EMA, LossScaleOptimizer), compiled only, built or
+trained one step. Every variable, optimizer state included, is then set to
+random non-default values and the model goes through ``pickle``; the copy must
+hold the same variables, dtype policies and outputs, and train the same next
+step.
+
+A separate test sets the *global* policy to mixed_float16 or mixed_bfloat16
+(so that layers take it without ``dtype=`` and Keras wraps the optimizer in a
+LossScaleOptimizer under mixed_float16) and loads the copy under that policy
+and under float32: the policies must travel in the payload, not come from the
+loading process.
 
 The budget is fixed and derandomized; ``KERAS_PICKLE_PROPERTY_EXAMPLES=500``
 runs a longer, random session.
@@ -26,7 +33,7 @@ import keras
 import numpy as np
 import pytest
 import zoo
-from helpers import assert_same_state
+from helpers import assert_same_predictions, assert_same_state
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -45,7 +52,7 @@ OPTIMIZERS = (None, "adam", "sgd", "rmsprop", "adam_ema", "loss_scale")
 @dataclasses.dataclass(frozen=True)
 class LayerSpec:
     kind: str
-    dtype: str
+    dtype: str | None  # None: no ``dtype=``, the layer takes the global policy
     units: int  # output features of a reshaping kind; ignored by the others
     seed: int  # Dropout's seed
 
@@ -57,7 +64,7 @@ class Architecture:
     layers: tuple[LayerSpec, ...]
     nested: tuple[int, int] | None  # layers[start:stop] form an inner model
     inner_style: str
-    head_dtype: str
+    head_dtype: str | None  # None: the global policy
     optimizer: str | None  # None: not compiled
     optimizer_state: str  # "unbuilt" (compiled only), "built" (slots created) or "trained" (one step)
     seed: int
@@ -290,3 +297,68 @@ def test_randomize_leaves_no_default_values():
     for variable in all_variables(model):
         value = np.asarray(keras.ops.convert_to_numpy(variable)).astype("float64")
         assert np.all(value != 0) and np.all(value != 1), variable.path
+
+
+# --------------------------------------------------------------------------
+# The global mixed-precision policy
+# --------------------------------------------------------------------------
+
+
+def global_policy_architecture(style: str) -> Architecture:
+    """Dense, LayerNormalization, BatchNormalization, Dropout, zoo.Scale and a Dense head, none given ``dtype=``."""
+    kinds = ("dense", "layer_norm", "batch_norm", "dropout", "scale")
+    return Architecture(
+        inputs="vector",
+        style=style,
+        layers=tuple(LayerSpec(kind, None, 4, 7) for kind in kinds),
+        nested=None,
+        inner_style="sequential",
+        head_dtype=None,
+        optimizer="adam",
+        optimizer_state="trained",
+        seed=3,
+    )
+
+
+@pytest.mark.parametrize("loading_policy", ["same", "float32"], ids=["load-under-same", "load-under-float32"])
+@pytest.mark.parametrize("style", ["sequential", "functional"])
+@pytest.mark.parametrize("policy", ["mixed_float16", "mixed_bfloat16"])
+def test_global_mixed_policy_round_trips(policy: str, style: str, loading_policy: str):
+    """A model made under a global mixed policy comes back with it, whatever the global policy is at loading.
+
+    Its layers and the model itself take the policy from the global state when
+    they are made, and under mixed_float16 ``compile`` wraps the Adam optimizer
+    in a LossScaleOptimizer. The copy, loaded under the same global policy or
+    under float32, must carry the same policies on every layer and on the
+    model, keep the optimizer's type and every variable bit for bit, predict
+    the same outputs in the same compute dtype, and take the same next
+    training step. The global policy is restored whatever happens.
+    """
+    previous = keras.mixed_precision.global_policy()
+    arch = global_policy_architecture(style)
+    compute_dtype = policy.removeprefix("mixed_")
+    try:
+        keras.mixed_precision.set_global_policy(policy)
+        original = prepare(arch)  # compiled, one step trained, then every variable randomized
+        # Preconditions: the global policy reached every layer, and Keras wrapped the optimizer under mixed_float16.
+        assert {name for _, name in policies(original)} == {policy}
+        wrapped = isinstance(original.optimizer, keras.optimizers.LossScaleOptimizer)
+        assert wrapped == (policy == "mixed_float16")
+        payload = pickle.dumps(original, protocol=pickle.HIGHEST_PROTOCOL)
+
+        keras.mixed_precision.set_global_policy(policy if loading_policy == "same" else loading_policy)
+        restored = pickle.loads(payload)
+        assert policies(restored) == policies(original)
+        assert restored.dtype_policy.name == policy
+        assert isinstance(restored.optimizer, keras.optimizers.LossScaleOptimizer) == wrapped
+        x, _ = sample(arch)
+        assert keras.backend.standardize_dtype(restored(x).dtype) == compute_dtype
+        assert_same_predictions(original, restored, x)
+        trainable_before = [raw(v) for v in original.trainable_variables]
+        assert_same_model(original, restored, arch)  # all variables, policies, outputs, then one more step
+        trainable_after = [raw(v) for v in original.trainable_variables]
+        # The step was applied (a LossScaleOptimizer skips steps whose gradients overflow), not skipped on both.
+        assert all(a != b for a, b in zip(trainable_before, trainable_after))
+    finally:
+        keras.mixed_precision.set_global_policy(previous)
+    assert keras.mixed_precision.global_policy().name == previous.name

@@ -52,9 +52,11 @@ def test_gadgets_are_refused_before_they_run(tmp_path, name, protocol):
     marker = tmp_path / "marker"
     gadget = gadgets(marker)[name]
     data = gadget if isinstance(gadget, bytes) else pickle.dumps(gadget, protocol=protocol)
+    sys.modules.pop("antigravity", None)
     with pytest.raises(keras_pickle.UnsafePayloadError) as info:
         keras_pickle.loads(data)
     assert not marker.exists(), "the gadget ran"
+    assert "antigravity" not in sys.modules, "the gadget imported a module"
     assert "Safe mode refused" in str(info.value)
     assert isinstance(info.value, pickle.UnpicklingError)
 
@@ -89,13 +91,19 @@ def test_keras_classes_resolve_but_cannot_be_called():
     assert isinstance(pickle.loads(data), keras.layers.Dense)
 
 
-def test_modules_are_never_imported():
-    module = "keras_pickle_test_never_imported"
-    data = b"\x80\x04\x95\x00\x00\x00\x00\x00\x00\x00\x00\x8c" + bytes([len(module)]) + module.encode()
-    data += b"\x8c\x03Foo\x93)R."
+def test_modules_are_never_imported(tmp_path, monkeypatch):
+    """The module is importable and leaves a marker when imported: safe mode must not import it."""
+    module, marker = "keras_pickle_test_never_imported", tmp_path / "imported"
+    (tmp_path / f"{module}.py").write_text(f"open({str(marker)!r}, 'w').close()\ndef Foo(): pass\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    data = b"\x80\x04" + text(module) + text("Foo") + b"\x93)R."
     with pytest.raises(keras_pickle.UnsafePayloadError, match="is not imported"):
         keras_pickle.loads(data)
-    assert module not in sys.modules
+    assert module not in sys.modules and not marker.exists()
+    with pytest.raises(keras_pickle.NotAPayloadError):  # plain pickle imports it: the probe works
+        keras_pickle.loads(data, safe_mode=False)
+    assert marker.exists()
+    sys.modules.pop(module)
 
 
 def test_keras_native_pickles_are_refused_with_a_hint():
@@ -141,3 +149,136 @@ def test_safe_mode_imports_nothing_even_for_allowed_globals():
     loaded = keras_pickle.loads(data)
     assert set(sys.modules) == before
     assert np.array_equal(loaded["array"], array)
+
+
+# --------------------------------------------------------------------------
+# BUILD: a stream may not change an object after it was made
+# --------------------------------------------------------------------------
+
+
+def text(value: str) -> bytes:
+    """SHORT_BINUNICODE ``value``."""
+    raw = value.encode()
+    return b"\x8c" + bytes([len(raw)]) + raw
+
+
+def build(target: bytes, attributes: dict[str, str], *, slots: bool) -> bytes:
+    """``target`` opcodes, then BUILD with ``attributes`` as dict state or as slot state ``(None, {...})``."""
+    state = b"}" + b"".join(text(k) + text(v) + b"s" for k, v in attributes.items())
+    if slots:
+        state = b"N" + state + b"\x86"
+    return target + state + b"b"
+
+
+RESTORE = text("keras_pickle._format") + text("restore") + b"\x93"
+
+
+@pytest.mark.parametrize("checksum", [False, True])
+def test_build_after_a_valid_model_is_refused(checksum):
+    model = zoo.trained(zoo.sequential)
+    data = keras_pickle.dumps(model, protocol=5, checksum=checksum)
+    assert data.endswith(b".")
+    hijacked = build(data[:-1], {"name": "hijacked"}, slots=False) + b"."
+    assert pickle.loads(hijacked).name == "hijacked", "the forged stream must work on plain pickle"
+    with pytest.raises(keras_pickle.UnsafePayloadError, match=r"BUILD"):
+        keras_pickle.loads(hijacked)
+
+
+@pytest.mark.parametrize("slots", [False, True], ids=["dict state", "slot state"])
+def test_build_on_keras_pickles_own_reconstructor_is_refused(slots):
+    data = b"\x80\x04" + build(RESTORE, {"__qualname__": "hijacked"}, slots=slots) + b"."
+    try:
+        with pytest.raises(keras_pickle.UnsafePayloadError, match="BUILD"):
+            keras_pickle.loads(data)
+        assert _format.restore.__qualname__ == "restore" and "__qualname__" not in vars(_format.restore)
+    finally:
+        _format.restore.__qualname__ = "restore"
+        vars(_format.restore).pop("__qualname__", None)
+
+
+def test_build_on_an_inert_reference_is_refused():
+    dense = text("keras.src.layers.core.dense") + text("Dense") + b"\x93"
+    data = b"\x80\x04" + build(dense, {"qualified_name": "numpy.ndarray"}, slots=True) + b"."
+    with pytest.raises(keras_pickle.UnsafePayloadError, match="BUILD"):
+        keras_pickle.loads(data)
+
+
+@pytest.mark.parametrize("protocol", [0, 2, 4, 5])
+def test_numpy_arrays_and_dtypes_still_load(protocol):
+    """numpy's own pickles complete arrays and dtypes with BUILD (protocols < 5 and non-contiguous arrays)."""
+    arrays = {
+        "f8": np.arange(6.0).reshape(2, 3),
+        "fortran": np.asfortranarray(np.arange(6, dtype="int16").reshape(2, 3)),
+        "strided": np.arange(10.0)[::2],
+        "record": np.zeros(2, dtype=[("a", "<i4"), ("b", "<f8")]),
+        "scalar": np.float32(1.5),
+        "dtype": np.dtype(">u2"),
+    }
+    loaded = keras_pickle.loads(keras_pickle.dumps({"model": zoo.sequential(), **arrays}, protocol=protocol))
+    for name, value in arrays.items():
+        assert type(loaded[name]) is type(value) and np.array_equal(loaded[name], value), name
+        if isinstance(value, np.ndarray):
+            assert loaded[name].dtype == value.dtype
+    assert loaded["fortran"].flags.f_contiguous and not loaded["fortran"].flags.c_contiguous
+
+
+# --------------------------------------------------------------------------
+# Allowed globals cannot allocate, import or reach further
+# --------------------------------------------------------------------------
+
+
+NDARRAY = text("numpy") + text("ndarray") + b"\x93"
+RECONSTRUCT = text("numpy.core.multiarray") + text("_reconstruct") + b"\x93"
+DENSE = text("keras.src.layers.core.dense") + text("Dense") + b"\x93"
+
+
+def int_tuple(*values: int) -> bytes:
+    return b"(" + b"".join(b"\x8a\x08" + v.to_bytes(8, "little", signed=True) for v in values) + b"t"
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        pytest.param(NDARRAY + b"(" + int_tuple(50_000_000) + text("O") + b"tR", id="ndarray object array"),
+        pytest.param(NDARRAY + b"(" + int_tuple(1 << 40) + text("f8") + b"tR", id="ndarray 8 TiB"),
+        pytest.param(RECONSTRUCT + b"(" + NDARRAY + int_tuple(50_000_000) + text("O") + b"tR", id="object array"),
+        pytest.param(RECONSTRUCT + b"(" + NDARRAY + int_tuple(1 << 20, 1 << 20) + text("f8") + b"tR", id="8 TiB"),
+        pytest.param(RECONSTRUCT + b"(" + NDARRAY + int_tuple(-5) + text("b") + b"tR", id="negative"),
+        pytest.param(RECONSTRUCT + b"(" + DENSE + int_tuple(0) + text("b") + b"tR", id="other subtype"),
+    ],
+)
+def test_numpy_constructors_cannot_allocate_what_the_stream_asks(call):
+    import tracemalloc
+
+    tracemalloc.start()
+    try:
+        with pytest.raises(keras_pickle.UnsafePayloadError):
+            keras_pickle.loads(b"\x80\x04" + call + b".")
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 50 << 20
+
+
+@pytest.mark.parametrize("codec", ["bz2_codec", "zlib_codec", "hex_codec", "uu_codec", "rot13", "utf-16"])
+def test_codecs_other_than_latin1_are_refused_without_importing_them(codec):
+    module = f"encodings.{codec}"
+    sys.modules.pop(module, None)
+    data = b"\x80\x02" + b"c_codecs\nencode\n" + b"(" + text("abc") + text(codec) + b"tR."
+    with pytest.raises(keras_pickle.UnsafePayloadError, match="_codecs.encode"):
+        keras_pickle.loads(data)
+    assert module not in sys.modules
+
+
+def test_lazy_module_attributes_never_run(monkeypatch):
+    """A module's __getattr__ (lazy submodules, deprecation shims) is code the payload would choose to run."""
+    import types
+
+    calls = []
+    module = types.ModuleType("keras_pickle_test_lazy")
+    module.__getattr__ = lambda name: calls.append(name) or (lambda: None)
+    monkeypatch.setitem(sys.modules, module.__name__, module)
+    data = b"\x80\x04" + text(module.__name__) + text("submodule.function") + b"\x93)R."
+    with pytest.raises(keras_pickle.UnsafePayloadError, match="no such attribute"):
+        keras_pickle.loads(data)
+    assert calls == []

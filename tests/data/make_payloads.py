@@ -50,16 +50,37 @@ def layer() -> keras.layers.Layer:
     return scale
 
 
-# name -> (builder, dumps keyword arguments)
-PAYLOADS = {
-    "v1_sequential": (sequential, {}),
-    "v1_sequential_checksum": (sequential, {"checksum": True}),
-    "v1_sequential_protocol2": (sequential, {"protocol": 2}),
-    "v1_functional": (functional, {}),
-    "v1_functional_checksum": (functional, {"checksum": True}),
-    "v1_layer": (layer, {}),
-    "v1_layer_checksum": (layer, {"checksum": True}),
+def mixed_float16() -> keras.Model:
+    """A Sequential built and trained under the global policy mixed_float16 (a LossScaleOptimizer)."""
+    previous = keras.config.dtype_policy()
+    keras.config.set_dtype_policy("mixed_float16")
+    try:
+        return zoo.trained(zoo.sequential)
+    finally:
+        keras.config.set_dtype_policy(previous)
+
+
+# Format versions with a stored set, and what each set holds:
+# name without its "v<version>_" prefix -> (builder, dumps keyword arguments).
+SETS = {
+    1: {
+        "sequential": (sequential, {}),
+        "sequential_checksum": (sequential, {"checksum": True}),
+        "sequential_protocol2": (sequential, {"protocol": 2}),
+        "functional": (functional, {}),
+        "functional_checksum": (functional, {"checksum": True}),
+        "layer": (layer, {}),
+        "layer_checksum": (layer, {"checksum": True}),
+    },
+    2: {
+        "sequential_checksum": (sequential, {"checksum": True}),
+        "functional": (functional, {}),
+        "functional_checksum": (functional, {"checksum": True}),
+        "layer_checksum": (layer, {"checksum": True}),
+        "mixed_float16_checksum": (mixed_float16, {"checksum": True}),
+    },
 }
+PAYLOADS = {f"v{version}_{name}": spec for version, specs in SETS.items() for name, spec in specs.items()}
 
 
 def variables_of(obj) -> list[np.ndarray]:
@@ -77,9 +98,11 @@ def outputs(obj, x: np.ndarray) -> np.ndarray:
 
 
 def main() -> None:
+    """Write the set of the current format version (never an earlier one's)."""
     keras_pickle.install()
     x = zoo.data(8, seed=5)[0]
-    for name, (builder, options) in PAYLOADS.items():
+    for name, (builder, options) in SETS[keras_pickle.FORMAT_VERSION].items():
+        name = f"v{keras_pickle.FORMAT_VERSION}_{name}"
         obj = builder()
         data = keras_pickle.dumps(obj, **options)
         (HERE / f"{name}.pkl").write_bytes(data)

@@ -42,7 +42,7 @@ def test_stored_payload_loads_with_its_values_and_outputs(name):
     n_variables = len([key for key in expected.files if key.startswith("var_")])
 
     info = keras_pickle.inspect(data, verify=True)
-    assert info.format_version == 1 and info.n_variables == n_variables and info.warnings == ()
+    assert info.format_version == int(name[1]) and info.n_variables == n_variables and info.warnings == ()
     assert info.checksum_status == ("verified" if name.endswith("_checksum") else "absent")
 
     with open(HERE / f"{name}.pkl", "rb") as f:
@@ -69,11 +69,14 @@ def with_format_version(data: bytes, version: int) -> bytes:
     raise AssertionError("no format_version in the payload")
 
 
-@pytest.mark.parametrize("name", ["v1_sequential_checksum", "v1_sequential_protocol2"])
-def test_a_stored_payload_claiming_format_version_2_names_both_versions(name, tmp_path):
+NEWER = keras_pickle.FORMAT_VERSION + 1
+
+
+@pytest.mark.parametrize("name", ["v1_sequential_checksum", "v1_sequential_protocol2", "v2_functional"])
+def test_a_stored_payload_claiming_the_next_format_version_names_both_versions(name, tmp_path):
     # test_format.py forges version 7 through pickle; this edits stored bytes, as a
     # newer keras_pickle would write them, and reads them every way a user would.
-    data = with_format_version((HERE / f"{name}.pkl").read_bytes(), 2)
+    data = with_format_version((HERE / f"{name}.pkl").read_bytes(), NEWER)
     path = tmp_path / "newer.pkl"
     path.write_bytes(data)
 
@@ -85,11 +88,11 @@ def test_a_stored_payload_claiming_format_version_2_names_both_versions(name, tm
         with pytest.raises(keras_pickle.FormatVersionError) as info:
             load(data)
         message = str(info.value)
-        assert "format version 2" in message and "up to 1" in message
+        assert f"format version {NEWER}" in message and f"up to {keras_pickle.FORMAT_VERSION}" in message
         assert "pip install --upgrade keras-pickle" in message
-        assert (info.value.found_version, info.value.supported_version) == (2, 1)
+        assert (info.value.found_version, info.value.supported_version) == (NEWER, keras_pickle.FORMAT_VERSION)
 
     report = keras_pickle.inspect(path)
-    assert report.format_version == 2
+    assert report.format_version == NEWER
     (warning,) = report.warnings
     assert "newer than this keras_pickle reads" in warning and "pip install --upgrade keras-pickle" in warning
