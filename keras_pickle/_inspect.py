@@ -1,12 +1,12 @@
 """``keras_pickle.inspect``: describe a payload without unpickling it.
 
 Unpickling runs code: every global a pickle names is imported and every call
-it spells is made. The inspector does neither. It walks the stream's opcodes
-with :func:`pickletools.genops` and evaluates them on a tiny stack machine that
-knows only constants, tuples, lists, dicts and sets. A global becomes a
-:class:`Global` (a module and a name, never looked up), a call becomes a
-:class:`Call` (never made), an out-of-band buffer a :class:`OutOfBand`. The
-keras_pickle payloads in the stream are the calls of
+it spells is made. The inspector does neither. It reads the stream's opcodes
+(decoding them as :func:`pickletools.genops` does) and evaluates them on a
+tiny stack machine that knows only constants, tuples, lists, dicts and sets.
+A global becomes a :class:`Global` (a module and a name, never looked up), a
+call becomes a :class:`Call` (never made), an out-of-band buffer a
+:class:`OutOfBand`. The keras_pickle payloads in the stream are the calls of
 ``keras_pickle._format.restore`` whose header and body are such plain data;
 everything reported is read from them.
 
@@ -16,28 +16,41 @@ built: sizes come from each variable entry's shape and dtype.
 The inspector follows pickletools, which is stricter than CPython's C
 unpickler on malformed text-protocol arguments (the C unpickler reads
 ``p4\x00`` as memo index 4); such streams are reported as not well-formed.
+
+What hostile input can cost is bounded, not by the size it decompresses to
+but by what the inspector keeps. The input is read as a stream, decompressed
+as it is read (never whole, at most :data:`MAX_DECOMPRESSED_BYTES`); at most
+:data:`MAX_OPCODES` opcodes are evaluated; the opcodes' arguments it holds
+(strings, numbers and, for ``verify=True``, the in-band weights) may exceed
+the input's own size by at most :data:`MAX_HELD_BYTES`; the data of bytes
+opcodes is skipped unless a checksum is to be verified (only its length
+matters); a config longer than :data:`MAX_CONFIG_CHARS` is not parsed. Values
+the payload provides are shown in reports and warnings with a bounded repr
+(:func:`_short`), and hashed or fed to the checksum only when that is cheap.
 """
 
 from __future__ import annotations
 
 import bz2
+import contextlib
 import copyreg
 import dataclasses
 import io
+import itertools
 import json
 import lzma
 import math
 import os
 import pickletools
 import zlib
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import IO, Any
 
 import numpy as np
 
 from . import _format
-from ._api import _SIGNATURES, describe_bytes
-from .errors import KerasPickleError, NotAPayloadError
+from ._api import _SIGNATURES
+from .errors import KerasPickleError, NotAPayloadError, ResourceLimitError
 
 RESTORE = ("keras_pickle._format", "restore")
 # restore_with_state(header, body, state): a config payload plus the state of
@@ -47,9 +60,32 @@ RESTORE_WITH_STATE = ("keras_pickle._allow", "restore_with_state")
 # protocols 0-2 spell ``bytes`` as ``_codecs.encode(text, "latin1")``.
 _CODECS_ENCODE = ("_codecs", "encode")
 
-# Compressed files (joblib.dump(..., compress=...)) are decompressed up to
-# this many bytes.
-MAX_DECOMPRESSED_BYTES = 1 << 34  # 16 GiB
+# Resource limits of the inspector (module attributes: raise one if a real
+# payload needs it). Each refusal is a ResourceLimitError naming the limit.
+MAX_DECOMPRESSED_BYTES = 1 << 34
+"""Bytes read from a compressed file (joblib.dump(..., compress=...)) in all: 16 GiB."""
+MAX_OPCODES = 1 << 21
+"""Opcodes evaluated: 2 Mi (a keras_pickle payload has about 14 per variable; each opcode may keep
+a value of up to about 200 bytes alive)."""
+MAX_HELD_BYTES = 1 << 28
+"""Bytes of opcode arguments held beyond the size of the input itself: 256 MiB.
+
+Reading uncompressed input never reaches it; a compressed file may hold this
+much more than its compressed size (a protocol 0-2 payload's weights are
+strings, always held; a protocol 3+ payload's weights are held only to verify
+a checksum, and past this limit the checksum is reported as not verified)."""
+MAX_CONFIG_CHARS = 1 << 24
+"""Characters of a config that is parsed as JSON: 16 Mi (ResNet50's has 169 k; parsing may take
+about 20 bytes a character). A longer one is reported, not parsed."""
+
+# Reads from the input are at most this long, so that no length a stream
+# announces is allocated before its bytes have arrived.
+_CHUNK = 1 << 20
+# Data of bytes opcodes up to this length is held even when not verifying, so
+# that reports can show short constants.
+_SMALL_DATA = 64
+# Calls listed for reports, of each kind (all calls; calls safe mode refuses).
+_LISTED = 64
 
 # Extension float types have no numpy type string (see _format._EXTENSION_DTYPES).
 _EXTENSION_ITEMSIZES = {
@@ -120,16 +156,47 @@ class Persistent:
         return "<persistent id>"
 
 
-class _Mark:
-    pass
+class Blob:
+    """The data of a bytes opcode, skipped instead of held: only its length is known."""
+
+    __slots__ = ("nbytes",)
+
+    def __init__(self, nbytes: int):
+        self.nbytes = nbytes
+
+    def __repr__(self) -> str:
+        return f"<{self.nbytes} bytes, not read>"
+
+
+class _Key:
+    """A tuple used as a dict key or set member, hashed and compared by identity.
+
+    Hashing a tuple hashes its items, and a stream can nest one shared tuple
+    in itself n times with memo GETs, which makes a real hash cost 2**n.
+    """
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: tuple):
+        self.value = value
+
+    def __repr__(self) -> str:
+        return _short(self.value)
 
 
 def describe_callable(function: Any) -> str:
+    """``module.name``, ``the result of module.name``...: at most a few calls deep."""
+    prefix = ""
+    for _ in range(4):
+        if not isinstance(function, Call):
+            break
+        prefix += "the result of "
+        function = function.function
     if isinstance(function, Global):
-        return f"{function.module}.{function.name}"
+        return f"{prefix}{function.module}.{function.name}"
     if isinstance(function, Call):
-        return f"the result of {describe_callable(function.function)}"
-    return f"a {type(function).__name__}"
+        return f"{prefix}a call"
+    return f"{prefix}a {type(function).__name__}"
 
 
 def describe_call(function: Any, args: Any, depth: int = 0) -> str:
@@ -145,13 +212,27 @@ def describe_call(function: Any, args: Any, depth: int = 0) -> str:
 
 def _describe_argument(value: Any, depth: int) -> str:
     if isinstance(value, (str, bytes, bytearray, int, float, bool, type(None))):
-        text = repr(value)
-        return text if len(text) <= 60 else text[:57] + "..."
+        return _short(value)
     if isinstance(value, Call) and depth < 3:
         return describe_call(value.function, value.args, depth + 1)
     if isinstance(value, Global):
         return describe_callable(value)
     return f"<{type(value).__name__}>"
+
+
+class _ShortRepr(_format.BoundedRepr):
+    """:class:`_format.BoundedRepr` that also shows the inspector's identity-keyed tuples."""
+
+    def repr__Key(self, x: _Key, level: int) -> str:
+        return self.repr1(x.value, level)
+
+
+_SHORT_REPR = _ShortRepr()
+
+
+def _short(value: Any) -> str:
+    """A repr of a value the payload provides, for reports: about 2 kB at most, built in bounded time."""
+    return _SHORT_REPR.repr(value)
 
 
 # --------------------------------------------------------------------------
@@ -258,8 +339,13 @@ def inspect(
 
     ``verify=True`` recomputes the checksum, if the payload has one; the
     out-of-band buffers of a protocol-5 payload are needed for that
-    (``buffers``). Raises :class:`~keras_pickle.NotAPayloadError` when the data
-    holds no keras_pickle payload or is not a readable pickle.
+    (``buffers``), and the in-band weights are held in memory meanwhile (those
+    of a compressed file only up to :data:`MAX_HELD_BYTES` beyond its own
+    size: past that, the checksum status says it was not verified). Raises
+    :class:`~keras_pickle.NotAPayloadError` when the data holds no
+    keras_pickle payload or is not a readable pickle, and
+    :class:`~keras_pickle.ResourceLimitError` when reading it would exceed one
+    of the inspector's limits (the ``MAX_*`` attributes of this module).
     """
     infos = inspect_all(data, verify=verify, buffers=buffers)
     return dataclasses.replace(infos[0], payloads_in_stream=len(infos))
@@ -271,84 +357,192 @@ def inspect_all(
     verify: bool = False,
     buffers: Iterable[Any] | None = None,
 ) -> list[PayloadInfo]:
-    """Like :func:`inspect`, one :class:`PayloadInfo` per payload in the stream."""
-    raw, source = _read(data)
-    try:
-        raw = _decompress(raw)
-        for signature, description in _SIGNATURES:
-            if raw.startswith(signature):
-                raise NotAPayloadError(f"Not a keras_pickle payload: {source} is {description}.", found=description)
-        stream = _evaluate(raw, source)
-        if not stream.payloads:
-            raise NotAPayloadError(_no_payload_message(stream, raw, source), found=source)
-        buffer_list = list(buffers) if buffers is not None else None
-        return [_describe(stream, call, verify=verify, buffers=buffer_list) for call in stream.payloads]
-    except KerasPickleError:
-        raise
-    except Exception as e:  # malformed input must never escape as anything else
-        raise NotAPayloadError(
-            f"Not a keras_pickle payload: {source} could not be read ({type(e).__name__}: {e}).",
-            found=source,
-            original_error=e,
-        ) from e
+    """Like :func:`inspect`, one :class:`PayloadInfo` per payload in the stream.
+
+    The input is read once, as a stream; a file object is read from its
+    current position and left open. Memory stays bounded whatever the input
+    (see the module's docstring); a limit that is reached raises
+    :class:`~keras_pickle.ResourceLimitError`.
+    """
+    with _opened(data) as pickle_input:
+        source = pickle_input.source
+        try:
+            head = pickle_input.stream.peek(8)[:8]
+            for signature, description in _SIGNATURES:
+                if head.startswith(signature):
+                    raise NotAPayloadError(f"Not a keras_pickle payload: {source} is {description}.", found=description)
+            stream = _evaluate(pickle_input, hold_data=verify)
+            if not stream.payloads:
+                raise NotAPayloadError(_no_payload_message(stream, head, pickle_input), found=source)
+            buffer_list = list(buffers) if buffers is not None else None
+            return [_describe(stream, call, verify=verify, buffers=buffer_list) for call in stream.payloads]
+        except KerasPickleError:
+            raise
+        except Exception as e:  # malformed input must never escape as anything else
+            raise NotAPayloadError(
+                f"Not a keras_pickle payload: {source} could not be read "
+                f"({type(e).__name__}: {_format._shorten(str(e), 300)}).",
+                found=source,
+                original_error=e,
+            ) from e
 
 
-def _read(data: Any) -> tuple[bytes, str]:
+@dataclasses.dataclass
+class _Input:
+    """The pickle to inspect: ``stream`` (decompressed if the input was compressed) and where it came from."""
+
+    stream: io.BufferedReader
+    source: str
+    raw: _Counted  # the input itself, before decompression
+    compression: str | None = None
+
+
+@contextlib.contextmanager
+def _opened(data: Any) -> Iterator[_Input]:
+    """``data`` (bytes, a path or a binary file object) as an :class:`_Input`; a path is closed on exit.
+
+    Raises TypeError for anything else (a text file object at its first read)
+    and OSError when a path cannot be opened, before any inspection starts.
+    """
+    close = None
     if isinstance(data, (bytes, bytearray, memoryview)):
         view = memoryview(data).cast("B")
-        return view.tobytes(), f"{view.nbytes} bytes"
-    if isinstance(data, (str, os.PathLike)):
-        with open(data, "rb") as f:
-            return f.read(), f"the file {os.fspath(data)!r}"
-    if hasattr(data, "read"):
-        content = data.read()
-        if not isinstance(content, (bytes, bytearray)):
-            raise TypeError("inspect() needs a binary file object")
-        return bytes(content), f"the file {getattr(data, 'name', data)!r}"
-    raise TypeError(f"inspect() takes bytes, a path or a binary file object, not {type(data).__name__}")
-
-
-def _decompress(raw: bytes) -> bytes:
-    """joblib's compressed files: zlib, gzip, bz2, xz and lzma streams."""
-    if raw.startswith(b"\x1f\x8b"):
-        decompressor: Any = zlib.decompressobj(wbits=31)
-    elif raw[:1] == b"\x78" and len(raw) > 1 and (raw[0] * 256 + raw[1]) % 31 == 0:
-        decompressor = zlib.decompressobj()
-    elif raw.startswith(b"BZh"):
-        decompressor = bz2.BZ2Decompressor()
-    elif raw.startswith(b"\xfd7zXZ\x00") or raw.startswith(b"\x5d\x00\x00"):
-        decompressor = lzma.LZMADecompressor()
+        file: Any = io.BytesIO(data if isinstance(data, bytes) else view)
+        source = f"{view.nbytes} bytes"
+    elif isinstance(data, (str, os.PathLike)):
+        file = close = open(data, "rb", buffering=0)
+        source = f"the file {os.fspath(data)!r}"
+    elif hasattr(data, "read"):
+        file, source = data, f"the file {getattr(data, 'name', data)!r}"
     else:
-        return raw
+        raise TypeError(f"inspect() takes bytes, a path or a binary file object, not {type(data).__name__}")
     try:
-        out = decompressor.decompress(raw, MAX_DECOMPRESSED_BYTES + 1)
-    except (OSError, EOFError, ValueError, zlib.error, lzma.LZMAError):
-        return raw  # not compressed after all: let the pickle reader say what it is
-    if len(out) > MAX_DECOMPRESSED_BYTES:
-        raise _format.ResourceLimitError(
-            f"Refusing to inspect: the data decompresses to more than {MAX_DECOMPRESSED_BYTES} bytes "
-            "(keras_pickle._inspect.MAX_DECOMPRESSED_BYTES).",
-            limit_name="MAX_DECOMPRESSED_BYTES",
-            limit=MAX_DECOMPRESSED_BYTES,
-            value=len(out),
-        )
-    return out
+        raw = _Counted(file.read)
+        pickle_input = _Input(io.BufferedReader(raw, _CHUNK), source, raw)
+        _decompressing(pickle_input)
+        yield pickle_input
+    finally:
+        if close is not None:
+            close.close()
 
 
-def _some(items: Iterable[str], limit: int = 8) -> str:
+class _Counted(io.RawIOBase):
+    """A raw stream over a binary file's ``read``; ``count`` is the number of bytes read so far."""
+
+    def __init__(self, read: Callable[[int], bytes]):
+        super().__init__()
+        self._read, self.count = read, 0
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        data = self._read(len(buffer))
+        if not isinstance(data, (bytes, bytearray)):
+            raise TypeError("inspect() needs a binary file object")
+        buffer[: len(data)] = data
+        self.count += len(data)
+        return len(data)
+
+
+def _decompressing(pickle_input: _Input) -> None:
+    """Make ``pickle_input`` read through a decompressor if it starts like one of joblib's compressed files.
+
+    joblib writes zlib, gzip, bz2, xz and lzma streams.
+    """
+    head = pickle_input.stream.peek(6)[:6]
+    if head.startswith(b"\x1f\x8b"):
+        kind, decompressor = "gzip", zlib.decompressobj(wbits=31)
+    elif head[:1] == b"\x78" and len(head) > 1 and (head[0] * 256 + head[1]) % 31 == 0:
+        kind, decompressor = "zlib", zlib.decompressobj()
+    elif head.startswith(b"BZh"):
+        kind, decompressor = "bz2", bz2.BZ2Decompressor()
+    elif head.startswith(b"\xfd7zXZ\x00") or head.startswith(b"\x5d\x00\x00"):
+        kind, decompressor = "lzma", lzma.LZMADecompressor()
+    else:
+        return
+    decompressed = _Decompressed(pickle_input.stream, decompressor, f"{pickle_input.source} ({kind}-compressed)")
+    pickle_input.stream = io.BufferedReader(decompressed, _CHUNK)
+    pickle_input.compression = kind
+
+
+class _Decompressed(io.RawIOBase):
+    """The decompressed bytes of ``compressed``, produced as they are read.
+
+    Reading past :data:`MAX_DECOMPRESSED_BYTES` in all raises
+    ResourceLimitError; data that does not decompress, or ends before its end
+    marker, raises NotAPayloadError. Data after the end marker is ignored.
+    """
+
+    def __init__(self, compressed: io.BufferedReader, decompressor: Any, source: str):
+        super().__init__()
+        self._compressed, self._decompressor, self._source = compressed, decompressor, source
+        self.total = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        out = self._next(len(buffer))
+        buffer[: len(out)] = out
+        return len(out)
+
+    def _next(self, size: int) -> bytes:
+        d = self._decompressor
+        while not d.eof:
+            if hasattr(d, "needs_input"):  # bz2 and lzma keep their own unconsumed input
+                data = self._compressed.read(_CHUNK) if d.needs_input else b""
+            else:  # zlib hands back what max_length left over
+                data = d.unconsumed_tail or self._compressed.read(_CHUNK)
+            try:
+                out = d.decompress(data, size)
+            except (OSError, EOFError, ValueError, zlib.error, lzma.LZMAError) as e:
+                raise NotAPayloadError(
+                    f"Not a keras_pickle payload: {self._source} does not decompress ({type(e).__name__}: {e}).",
+                    found=self._source,
+                    original_error=e,
+                ) from e
+            if out:
+                self.total += len(out)
+                if self.total > MAX_DECOMPRESSED_BYTES:
+                    raise ResourceLimitError(
+                        f"Refusing to inspect: {self._source} decompresses to more than "
+                        f"{_format._human_bytes(MAX_DECOMPRESSED_BYTES)} "
+                        "(keras_pickle._inspect.MAX_DECOMPRESSED_BYTES).",
+                        limit_name="MAX_DECOMPRESSED_BYTES",
+                        limit=MAX_DECOMPRESSED_BYTES,
+                        value=self.total,
+                    )
+                return out
+            if not data:
+                raise NotAPayloadError(
+                    f"Not a keras_pickle payload: {self._source} ends before its end marker (truncated?).",
+                    found=self._source,
+                )
+        return b""
+
+
+def _some(items: Iterable[str], limit: int = 8, more: bool = False) -> str:
+    """At most ``limit`` of the distinct ``items``; ``more``: items were left out before they got here."""
     distinct = list(dict.fromkeys(items))
-    more = f" and {len(distinct) - limit} more" if len(distinct) > limit else ""
-    return ", ".join(distinct[:limit]) + more
+    shown = ", ".join(distinct[:limit])
+    if more:
+        return f"{shown} and more than {max(len(distinct) - limit, 0)} others"
+    return shown + (f" and {len(distinct) - limit} more" if len(distinct) > limit else "")
 
 
-def _no_payload_message(stream: _Stream, raw: bytes, source: str) -> str:
+def _no_payload_message(stream: _Stream, head: bytes, pickle_input: _Input) -> str:
+    source = pickle_input.source
+    if pickle_input.compression:
+        source += f", once {pickle_input.compression}-decompressed,"
     if not stream.parsed:
-        return f"Not a keras_pickle payload: {source} is {describe_bytes(memoryview(raw))}, not a pickle."
+        start = f"starts with {head!r}" if head else "is empty"
+        return f"Not a keras_pickle payload: {source} {start}: not a pickle."
     parts = [f"Not a keras_pickle payload: {source} is a pickle that never calls keras_pickle._format.restore."]
     if stream.globals:
         parts.append("It names " + _some(f"{m}.{n}" for m, n in stream.globals) + ".")
     if stream.calls:
-        parts.append("It calls " + _some(stream.calls) + ".")
+        parts.append("It calls " + _some(stream.calls, more=stream.more_calls) + ".")
     if any(module.startswith("keras") and "_unpickle_model" in name for module, name in stream.globals):
         parts.append("It looks like Keras's own pickle format.")
     return " ".join(parts)
@@ -364,27 +558,189 @@ class _Stream:
     protocol: int = 0
     parsed: bool = False
     globals: list[tuple[str, str]] = dataclasses.field(default_factory=list)
-    calls: list[str] = dataclasses.field(default_factory=list)
+    # Descriptions of the calls the stream spells, each once: the first _LISTED
+    # of them, and the first _LISTED that safe mode refuses; ``more_*`` when
+    # further ones were left out.
+    calls: dict[str, None] = dataclasses.field(default_factory=dict)
+    unexpected_calls: dict[str, None] = dataclasses.field(default_factory=dict)
+    more_calls: bool = False
+    more_unexpected: bool = False
     payloads: list[Call] = dataclasses.field(default_factory=list)
     out_of_band: int = 0
     persistent_ids: int = 0
+
+    def record_call(self, name: str, describe: Callable[[], str] | None = None) -> None:
+        """List a call for the reports; ``name`` is its callable's, ``describe()`` the whole call's description.
+
+        Only calls that get listed are described, so listing costs nothing
+        once the lists are full. Without ``describe``, ``name`` describes the call.
+        """
+        describe = describe or (lambda: name)
+        description = None
+        if len(self.calls) < _LISTED:
+            description = describe()
+            self.calls.setdefault(description)
+        else:
+            self.more_calls = True
+        if not _expected_call(name):
+            if len(self.unexpected_calls) < _LISTED:
+                self.unexpected_calls.setdefault(description or describe())
+            else:
+                self.more_unexpected = True
 
 
 class _Malformed(ValueError):
     pass
 
 
-def _ops(raw: bytes) -> Iterator[tuple[pickletools.OpcodeInfo, Any, int]]:
-    yield from pickletools.genops(io.BytesIO(raw))
+# Length-prefixed arguments: opcode name -> (width of the length field, signed, what the data is).
+_PREFIXED = {
+    "SHORT_BINBYTES": (1, False, "bytes"),
+    "BINBYTES": (4, False, "bytes"),
+    "BINBYTES8": (8, False, "bytes"),
+    "BYTEARRAY8": (8, False, "bytes"),
+    "SHORT_BINSTRING": (1, False, "latin-1"),
+    "BINSTRING": (4, True, "latin-1"),
+    "SHORT_BINUNICODE": (1, False, "utf-8"),
+    "BINUNICODE": (4, False, "utf-8"),
+    "BINUNICODE8": (8, False, "utf-8"),
+}
 
 
-def _evaluate(raw: bytes, source: str) -> _Stream:
-    """Run the stream's opcodes on inert values; record globals, calls and payloads."""
+class _PickleReader:
+    """The opcodes of one pickle and their arguments, read from a stream with bounded memory.
+
+    Reads what :func:`pickletools.genops` reads and decodes arguments the same
+    way, but: no read is longer than _CHUNK, so a length the stream announces
+    is never allocated before its bytes have arrived; the data of a bytes
+    opcode longer than _SMALL_DATA is skipped and stands as a :class:`Blob`
+    unless ``hold_data``; every argument held counts, and holding more than
+    :data:`MAX_HELD_BYTES` beyond the bytes read from the input raises
+    ResourceLimitError (bytes data held for ``hold_data`` is dropped to a
+    Blob instead); more than :data:`MAX_OPCODES` opcodes raise it too.
+
+    pickletools' argument readers read through this object (``read``, ``readline``).
+    """
+
+    def __init__(self, pickle_input: _Input, *, hold_data: bool):
+        self._input, self._stream, self._hold_data = pickle_input, pickle_input.stream, hold_data
+        self.position = 0
+        self.held = 0
+
+    def ops(self) -> Iterator[tuple[pickletools.OpcodeInfo, Any]]:
+        """(opcode, argument) pairs up to and including STOP; ValueError where the stream is not a pickle."""
+        for count in itertools.count(1):
+            if count > MAX_OPCODES:
+                raise ResourceLimitError(
+                    f"Refusing to inspect: {self._input.source} has more than {MAX_OPCODES:,} pickle opcodes "
+                    "(keras_pickle._inspect.MAX_OPCODES).",
+                    limit_name="MAX_OPCODES",
+                    limit=MAX_OPCODES,
+                    value=count,
+                )
+            code = self._stream.read(1)
+            if not code:
+                raise ValueError("pickle exhausted before seeing STOP")
+            opcode = pickletools.code2op.get(code.decode("latin-1"))
+            if opcode is None:
+                raise ValueError(f"at position {self.position}, opcode {code!r} unknown")
+            self.position += 1
+            if opcode.name in _PREFIXED:
+                arg = self._prefixed(*_PREFIXED[opcode.name])
+            else:
+                arg = None if opcode.arg is None else opcode.arg.reader(self)
+            yield opcode, arg
+            if opcode.name == "STOP":
+                return
+
+    def read(self, n: int) -> bytes:
+        """The next ``n`` bytes, held (fewer at the end of the stream)."""
+        if n <= 8:
+            data = self._stream.read(n)
+            self.position += len(data)
+            self._hold(len(data))
+            return data
+        return self._data(n, skippable=False)
+
+    def readline(self) -> bytes:
+        """The rest of the line, its newline included if there is one, held."""
+        pieces = []
+        while True:
+            piece = self._stream.readline(_CHUNK)
+            self.position += len(piece)
+            self._hold(len(piece))
+            pieces.append(piece)
+            if len(piece) < _CHUNK or piece.endswith(b"\n"):
+                return b"".join(pieces)
+
+    def _prefixed(self, width: int, signed: bool, kind: str) -> Any:
+        field = self.read(width)
+        if len(field) != width:
+            raise ValueError("the stream ends inside a length field")
+        length = int.from_bytes(field, "little", signed=signed)
+        if length < 0:
+            raise ValueError(f"negative length {length}")
+        data = self._data(length, skippable=kind == "bytes")
+        if isinstance(data, bytes) and len(data) != length:
+            raise ValueError(f"expected {length} bytes, but only {len(data)} remain")
+        if kind == "latin-1":
+            return data.decode("latin-1")
+        if kind == "utf-8":
+            return str(data, "utf-8", "surrogatepass")
+        return data
+
+    def _data(self, n: int, *, skippable: bool) -> bytes | Blob:
+        """Up to ``n`` bytes, held; a Blob when ``skippable`` and they are not to be held (ValueError if cut short)."""
+        hold = not skippable or self._hold_data or n <= _SMALL_DATA
+        held = io.BytesIO()  # grows in place, and getvalue() does not copy it
+        got = 0
+        while got < n:
+            chunk = self._stream.read(min(n - got, _CHUNK))
+            if not chunk:
+                break
+            got += len(chunk)
+            self.position += len(chunk)
+            if hold and skippable and self._over_budget(len(chunk)):
+                hold = False  # verification will say the data was too large to hold
+                self.held -= held.tell()
+                held = io.BytesIO()
+            elif hold:
+                self._hold(len(chunk))
+                held.write(chunk)
+        if not hold:
+            if got < n:
+                raise ValueError(f"expected {n} bytes, but only {got} remain")
+            return Blob(n)
+        return held.getvalue()
+
+    def _over_budget(self, n: int) -> bool:
+        return self.held + n > MAX_HELD_BYTES + self._input.raw.count
+
+    def _hold(self, n: int) -> None:
+        if self._over_budget(n):
+            raise ResourceLimitError(
+                f"Refusing to inspect: {self._input.source} holds more than "
+                f"{_format._human_bytes(MAX_HELD_BYTES)} of strings and numbers beyond its own size "
+                "(keras_pickle._inspect.MAX_HELD_BYTES).",
+                limit_name="MAX_HELD_BYTES",
+                limit=MAX_HELD_BYTES,
+                value=self.held + n,
+            )
+        self.held += n
+
+
+def _evaluate(pickle_input: _Input, *, hold_data: bool) -> _Stream:
+    """Run the stream's opcodes on inert values; record globals, calls and payloads.
+
+    ``hold_data``: keep the data of bytes opcodes (to verify checksums).
+    """
+    source = pickle_input.source
     stream = _Stream()
     stack: list[Any] = []
     metastack: list[list[Any]] = []
     memo: dict[Any, Any] = {}
     seen_globals: set[tuple[str, str]] = set()
+    key = _Keys()
 
     def pop() -> Any:
         if not stack:
@@ -427,12 +783,12 @@ def _evaluate(raw: bytes, source: str) -> _Stream:
             return result
         if key == RESTORE_WITH_STATE and isinstance(args, tuple) and len(args) == 3:
             stream.payloads.append(result)
-        stream.calls.append(describe_call(function, args))
+        stream.record_call(describe_callable(function), lambda: describe_call(function, args))
         return result
 
     highest = 0
     try:
-        for opcode, arg, _pos in _ops(raw):
+        for opcode, arg in _PickleReader(pickle_input, hold_data=hold_data).ops():
             name = opcode.name
             stream.parsed = True
             highest = max(highest, opcode.proto)
@@ -484,7 +840,7 @@ def _evaluate(raw: bytes, source: str) -> _Stream:
             ):
                 stack.append(arg)
             elif name == "BYTEARRAY8":
-                stack.append(bytearray(arg))
+                stack.append(bytearray(arg) if isinstance(arg, bytes) else arg)
             elif name == "NEXT_BUFFER":
                 stack.append(OutOfBand(stream.out_of_band))
                 stream.out_of_band += 1
@@ -518,12 +874,12 @@ def _evaluate(raw: bytes, source: str) -> _Stream:
                 stack.append(items)
             elif name == "FROZENSET":
                 items = pop_mark()
-                stack.append(frozenset(_hashable(x) for x in items))
+                stack.append(frozenset(key(x) for x in items))
             elif name == "DICT":
                 items = pop_mark()
                 if len(items) % 2:
                     raise _Malformed("odd number of items for DICT")
-                stack.append({_hashable(items[i]): items[i + 1] for i in range(0, len(items), 2)})
+                stack.append({key(items[i]): items[i + 1] for i in range(0, len(items), 2)})
             elif name == "APPEND":
                 value = pop()
                 _extend(top(), [value])
@@ -532,18 +888,18 @@ def _evaluate(raw: bytes, source: str) -> _Stream:
                 _extend(top(), items)
             elif name == "SETITEM":
                 value = pop()
-                key = pop()
-                _set_items(top(), [key, value])
+                dict_key = pop()
+                _set_items(top(), [dict_key, value], key)
             elif name == "SETITEMS":
                 items = pop_mark()
                 if len(items) % 2:
                     raise _Malformed("odd number of items for SETITEMS")
-                _set_items(top(), items)
+                _set_items(top(), items, key)
             elif name == "ADDITEMS":
                 items = pop_mark()
                 target = top()
                 if isinstance(target, set):
-                    target.update(_hashable(x) for x in items)
+                    target.update(key(x) for x in items)
             # memo
             elif name in ("PUT", "BINPUT", "LONG_BINPUT"):
                 memo[arg] = top()
@@ -551,7 +907,7 @@ def _evaluate(raw: bytes, source: str) -> _Stream:
                 memo[len(memo)] = top()
             elif name in ("GET", "BINGET", "LONG_BINGET"):
                 if arg not in memo:
-                    raise _Malformed(f"memo key {arg!r} missing")
+                    raise _Malformed(f"memo key {_short(arg)} missing")
                 stack.append(memo[arg])
             # globals and calls: recorded, never resolved or made
             elif name in ("GLOBAL", "INST"):
@@ -592,7 +948,8 @@ def _evaluate(raw: bytes, source: str) -> _Stream:
             elif name == "BUILD":
                 state = pop()
                 target = top()
-                stream.calls.append(f"__setstate__ of {describe_callable(target)}")
+                description = f"__setstate__ of {describe_callable(target)}"
+                stream.record_call(description)
                 if isinstance(target, Call):
                     target.state = state
             elif name in ("PERSID", "BINPERSID"):
@@ -608,7 +965,7 @@ def _evaluate(raw: bytes, source: str) -> _Stream:
         if not stream.parsed:
             return stream
         raise NotAPayloadError(
-            f"Not a keras_pickle payload: {source} is not a well-formed pickle ({e}).",
+            f"Not a keras_pickle payload: {source} is not a well-formed pickle ({_format._shorten(str(e), 300)}).",
             found=source,
             original_error=e,
         ) from e
@@ -616,9 +973,34 @@ def _evaluate(raw: bytes, source: str) -> _Stream:
     return stream
 
 
-def _hashable(value: Any) -> Any:
-    hash(value)  # raises TypeError for lists and dicts, as the real unpickler would
-    return value
+class _Keys:
+    """Turns the stream's values into dict keys and set members.
+
+    Unhashable values raise TypeError, as they would in the real unpickler.
+    Tuples become :class:`_Key` objects (keyed by identity): each tuple's
+    items are checked once, so that the check costs no more than building
+    the tuples did, however they share each other.
+    """
+
+    def __init__(self) -> None:
+        self._checked: dict[int, tuple] = {}  # the tuples are kept so that their ids stay theirs
+
+    def __call__(self, value: Any) -> Any:
+        if not isinstance(value, tuple):
+            hash(value)
+            return value
+        pending = [value]
+        while pending:
+            item = pending.pop()
+            if id(item) in self._checked:
+                continue
+            self._checked[id(item)] = item
+            for member in item:
+                if isinstance(member, tuple):
+                    pending.append(member)
+                else:
+                    hash(member)
+        return _Key(value)
 
 
 def _extend(target: Any, items: list[Any]) -> None:
@@ -628,10 +1010,10 @@ def _extend(target: Any, items: list[Any]) -> None:
         raise _Malformed(f"APPENDS to a {type(target).__name__}")
 
 
-def _set_items(target: Any, items: list[Any]) -> None:
+def _set_items(target: Any, items: list[Any], key: _Keys) -> None:
     if isinstance(target, dict):
         for i in range(0, len(items), 2):
-            target[_hashable(items[i])] = items[i + 1]
+            target[key(items[i])] = items[i + 1]
     elif not isinstance(target, Call):
         raise _Malformed(f"SETITEMS on a {type(target).__name__}")
 
@@ -656,13 +1038,18 @@ def _describe(stream: _Stream, payload: Call, *, verify: bool, buffers: list | N
     version = header.get("format_version")
     if isinstance(version, int) and not isinstance(version, bool) and version > _format.FORMAT_VERSION:
         warnings.append(
-            f"format version {version} is newer than this keras_pickle reads (up to "
+            f"format version {_short(version)} is newer than this keras_pickle reads (up to "
             f"{_format.FORMAT_VERSION}): pip install --upgrade keras-pickle"
         )
 
     config_text = body.get("config")
     config: Any = None
-    if isinstance(config_text, str):
+    if isinstance(config_text, str) and len(config_text) > MAX_CONFIG_CHARS:
+        warnings.append(
+            f"the config is {len(config_text):,} characters long, more than the inspector parses "
+            "(keras_pickle._inspect.MAX_CONFIG_CHARS): its layers are not counted"
+        )
+    elif isinstance(config_text, str):
         try:
             config = json.loads(config_text)
         except (ValueError, RecursionError) as e:
@@ -695,9 +1082,11 @@ def _describe(stream: _Stream, payload: Call, *, verify: bool, buffers: list | N
 
     claimed_n, claimed_bytes = header.get("n_variables"), header.get("weight_bytes")
     if claimed_n != n_variables:
-        warnings.append(f"the header claims {claimed_n!r} variables, the body holds {n_variables}")
+        warnings.append(f"the header claims {_short(claimed_n)} variables, the body holds {n_variables}")
     if claimed_bytes != weight_bytes:
-        warnings.append(f"the header claims {claimed_bytes!r} weight bytes, the body's shapes need {weight_bytes}")
+        warnings.append(
+            f"the header claims {_short(claimed_bytes)} weight bytes, the body's shapes need {weight_bytes}"
+        )
 
     custom = body.get("custom_objects", {})
     custom_objects: list[str] = []
@@ -712,9 +1101,9 @@ def _describe(stream: _Stream, payload: Call, *, verify: bool, buffers: list | N
     else:
         warnings.append("custom_objects is not a dict")
 
-    unexpected = [c for c in stream.calls if not _expected_call(c)]
-    if unexpected:
-        warnings.append("the pickle calls " + _some(unexpected) + ": keras_pickle.loads (safe mode) refuses it")
+    if stream.unexpected_calls:
+        calls = _some(stream.unexpected_calls, more=stream.more_unexpected)
+        warnings.append(f"the pickle calls {calls}: keras_pickle.loads (safe mode) refuses it")
     refused = [f"{m}.{n}" for m, n in stream.globals if _safe_mode_refuses(m, n)]
     if refused:
         warnings.append("the pickle names " + _some(refused) + ", which safe mode refuses")
@@ -722,7 +1111,7 @@ def _describe(stream: _Stream, payload: Call, *, verify: bool, buffers: list | N
         warnings.append("the pickle uses persistent ids, which keras_pickle payloads never do")
 
     checksum = header.get("checksum")
-    status = _checksum_status(checksum, body, sections, verify=verify, buffers=buffers)
+    status = _checksum_status(checksum, header, body, sections, verify=verify, buffers=buffers)
     if status.startswith("MISMATCH"):
         warnings.append("the content does not match its checksum: it was changed or damaged")
 
@@ -731,8 +1120,10 @@ def _describe(stream: _Stream, payload: Call, *, verify: bool, buffers: list | N
         return value if isinstance(value, str) else None
 
     def plain(value: Any) -> Any:
-        """Header values as reported: ints and strings as they are, anything else as a short repr."""
-        if value is None or (isinstance(value, (int, str)) and not isinstance(value, bool)):
+        """Header values as reported: None, 64-bit ints and short strings as they are, anything else as a short repr."""
+        if value is None or (isinstance(value, int) and not isinstance(value, bool) and value.bit_length() < 64):
+            return value
+        if isinstance(value, str) and len(value) <= 200:
             return value
         return _describe_argument(value, 0)
 
@@ -806,28 +1197,49 @@ def _entries(entries: Any, section: str, warnings: list[str]) -> list[_Entry]:
             continue
         key, dtype, shape, data = entry
         problem = None
-        if not (isinstance(shape, tuple) and all(isinstance(d, int) and not isinstance(d, bool) for d in shape)):
-            problem = f"{section} entry {key!r} has an invalid shape {shape!r}"
+        if not _plausible_shape(shape):
+            problem = f"{section} entry {_short(key)} has an invalid shape {_short(shape)}"
             shape = ()
         elif any(d < 0 for d in shape):
-            problem = f"{section} entry {key!r} has a negative dimension {shape!r}"
+            problem = f"{section} entry {_short(key)} has a negative dimension {_short(shape)}"
         itemsize = _itemsize(dtype)
         if itemsize is None:
-            problem = problem or f"{section} entry {key!r} has an invalid dtype {dtype!r}"
+            problem = problem or f"{section} entry {_short(key)} has an invalid dtype {_short(dtype)}"
             itemsize = 0
         size = math.prod(shape) if shape else 1
         nbytes = size * itemsize
         if problem is None:
-            if isinstance(data, (bytes, bytearray)) and len(data) != nbytes:
-                problem = f"{section} entry {key!r} holds {len(data)} bytes; its shape and dtype need {nbytes}"
-            elif not isinstance(data, (bytes, bytearray, OutOfBand)):
-                problem = f"{section} entry {key!r} holds a {type(data).__name__}, not raw bytes"
-        result.append(_Entry(str(key), str(dtype), shape, size, nbytes, data, problem))
+            length = _data_length(data)
+            if length is not None and length != nbytes:
+                problem = f"{section} entry {_short(key)} holds {length} bytes; its shape and dtype need {nbytes}"
+            elif not isinstance(data, (bytes, bytearray, Blob, OutOfBand)):
+                problem = f"{section} entry {_short(key)} holds a {type(data).__name__}, not raw bytes"
+        name = key if isinstance(key, str) else _short(key)
+        dtype_name = dtype if isinstance(dtype, str) else _short(dtype)
+        result.append(_Entry(name, dtype_name, shape, size, nbytes, data, problem))
     return result
 
 
+def _plausible_shape(shape: Any) -> bool:
+    """A tuple of at most MAX_ARRAY_RANK ints of at most 64 bits (so that sizes stay cheap to compute)."""
+    return (
+        isinstance(shape, tuple)
+        and len(shape) <= _format.MAX_ARRAY_RANK
+        and all(isinstance(d, int) and not isinstance(d, bool) and d.bit_length() <= 64 for d in shape)
+    )
+
+
+def _data_length(data: Any) -> int | None:
+    """How many bytes an entry's in-band data holds (None when it is not in-band bytes)."""
+    if isinstance(data, (bytes, bytearray)):
+        return len(data)
+    if isinstance(data, Blob):
+        return data.nbytes
+    return None
+
+
 def _itemsize(dtype: Any) -> int | None:
-    if not isinstance(dtype, str):
+    if not isinstance(dtype, str) or len(dtype) > 64:  # numpy type strings are short
         return None
     if dtype in _EXTENSION_ITEMSIZES:
         return _EXTENSION_ITEMSIZES[dtype]
@@ -840,7 +1252,7 @@ def _itemsize(dtype: Any) -> int | None:
     return parsed.itemsize
 
 
-def _checksum_status(checksum: Any, body: dict, sections, *, verify: bool, buffers: list | None) -> str:
+def _checksum_status(checksum: Any, header: dict, body: dict, sections, *, verify: bool, buffers: list | None) -> str:
     if checksum is None:
         return "absent"
     if not isinstance(checksum, str):
@@ -851,14 +1263,105 @@ def _checksum_status(checksum: Any, body: dict, sections, *, verify: bool, buffe
     if any(isinstance(e.data, OutOfBand) for e in entries):
         if buffers is None:
             return "present (not verified: the out-of-band buffers were not given)"
+    if _holds_blobs(body):
+        return (
+            "present (not verified: its in-band data is larger than the inspector holds, "
+            "keras_pickle._inspect.MAX_HELD_BYTES)"
+        )
     resolved = _with_buffers(body, buffers)
-    if resolved is None:
-        return "present (not verified: the body is malformed)"
+    if resolved is None or not _checksummable(header, resolved):
+        return "present (not verified: the payload is malformed)"
+    algorithm = checksum.partition(":")[0]
+    names = _custom_object_names(resolved.get("custom_objects", {}))
+    if names is None:
+        if algorithm == _format.CHECKSUM_ALGORITHM:  # it covers the names, known only once the objects are built
+            return "present (not verified: a custom object is pickled by value)"
+        names = {}
     try:
-        actual = _format.body_checksum(resolved)
+        actual = _format.content_checksum(header, resolved, algorithm, names)
+    except KerasPickleError:
+        return f"present (not verified: unknown algorithm {_short(algorithm)})"
     except Exception:
-        return "present (not verified: the body is malformed)"
+        return "present (not verified: the payload is malformed)"
     return "verified" if actual == checksum else f"MISMATCH (computed {actual})"
+
+
+def _custom_object_names(custom: dict) -> dict[str, str] | None:
+    """The qualified name each custom object's key resolves to, as the loader's checksum covers them.
+
+    None when an object is pickled by value: its name is known only once it is built.
+    """
+    from . import _safe
+
+    names = {}
+    for key, value in custom.items():
+        if not isinstance(value, Global):
+            return None
+        names[key] = _format.custom_object_name(_safe.InertReference(None, f"{value.module}.{value.name}"))
+    return names
+
+
+def _checksummable(header: dict, body: dict) -> bool:
+    """Whether every value the checksum feeds (as its repr) is plain, so that computing it is cheap.
+
+    Checks what :func:`keras_pickle._format.content_checksum` reads: the
+    header's fields, the body's scalars, every entry's key, dtype, shape and data,
+    every asset's path and content, and the custom objects' keys. Shared nested values
+    make a repr exponential; they are refused here rather than fed.
+    """
+    if not all(isinstance(key, str) and _plain(value) for key, value in header.items()):
+        return False
+    if not all(_plain(body.get(key)) for key in ("config", "optimizer_built", "dtype_policy")):
+        return False
+    custom = body.get("custom_objects", {})
+    if not (isinstance(custom, dict) and all(isinstance(key, str) for key in custom)):
+        return False
+    states = body.get("layer_states", [])
+    if not (isinstance(states, list) and all(isinstance(s, tuple) and len(s) == 3 for s in states)):
+        return False
+    sections = [body.get("variables", []), body.get("optimizer_variables", [])] + [s[1] for s in states]
+    for entries in sections:
+        if not isinstance(entries, list):
+            return False
+        for entry in entries:
+            if not (isinstance(entry, tuple) and len(entry) == 4 and all(_plain(part) for part in entry)):
+                return False
+    for index, _own, assets in states:
+        if not (_plain(index) and isinstance(assets, list)):
+            return False
+        if not all(isinstance(a, tuple) and len(a) == 2 and _plain(a[0]) and _plain(a[1]) for a in assets):
+            return False
+    return True
+
+
+def _plain(value: Any, depth: int = 1) -> bool:
+    """A scalar (an int of at most 64 bits), or a tuple or list of at most 64 of them: its repr is cheap."""
+    if value is None or isinstance(value, (bool, float, str, bytes, bytearray, memoryview)):
+        return True
+    if isinstance(value, int):
+        return value.bit_length() <= 64
+    if isinstance(value, (tuple, list)) and depth > 0 and len(value) <= 64:
+        return all(_plain(item, depth - 1) for item in value)
+    return False
+
+
+def _holds_blobs(body: dict) -> bool:
+    """Whether data the checksum covers was skipped rather than held (then it cannot be verified)."""
+    return any(isinstance(data, Blob) for data in _checksummed_data(body))
+
+
+def _checksummed_data(body: dict) -> Iterator[Any]:
+    """The data of every well-formed entry and asset of ``body``."""
+    states = [s for s in _sequence(body.get("layer_states")) if isinstance(s, tuple) and len(s) == 3]
+    sections = [body.get("variables"), body.get("optimizer_variables")] + [state[1] for state in states]
+    for entries in sections:
+        yield from (e[3] for e in _sequence(entries) if isinstance(e, tuple) and len(e) == 4)
+    for state in states:
+        yield from (a[1] for a in _sequence(state[2]) if isinstance(a, tuple) and len(a) == 2)
+
+
+def _sequence(value: Any) -> list | tuple:
+    return value if isinstance(value, (list, tuple)) else ()
 
 
 def _with_buffers(body: dict, buffers: list | None) -> dict | None:

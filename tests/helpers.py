@@ -73,3 +73,27 @@ def _run(argv: list[str], *, cwd, timeout, env) -> str:
     if result.returncode != 0:
         raise AssertionError(f"subprocess failed ({result.returncode}):\n{result.stdout}\n{result.stderr[-6000:]}")
     return result.stdout
+
+
+# A module that leaves a mark when imported (format with marker=<path>): tests of
+# code that must not import what a payload names.
+PROBE_MODULE = """
+import pathlib
+
+import keras
+
+# Importing this module leaves a mark.
+pathlib.Path({marker!r}).write_text("imported")
+
+
+def probe_activation(x):
+    return keras.ops.relu(x) * 2.0
+
+
+class ProbeLayer(keras.layers.Layer):
+    def build(self, input_shape):
+        self.w = self.add_weight(shape=(input_shape[-1],), initializer="ones", name="w")
+
+    def call(self, x):
+        return x * self.w
+"""

@@ -1,8 +1,16 @@
-"""The README's demo command works end to end."""
+"""The ``keras-pickle`` command: the README's demo, and ``inspect`` in a fresh process."""
 
 from __future__ import annotations
 
-from helpers import run_python
+import bz2
+import json
+import os
+import subprocess
+import sys
+
+from helpers import PROBE_MODULE, REPO_DIR, run_python
+
+import keras_pickle
 
 
 def test_demo_brings_every_copy_back_identical_and_shows_keras_failing():
@@ -12,3 +20,76 @@ def test_demo_brings_every_copy_back_identical_and_shows_keras_failing():
     assert "2 / 2" in rows["copies trained and returned"].split("│")[3]
     assert "2 / 2" in rows["identical to local training"].split("│")[3]
     assert "Could not locate class 'Gate'" in out
+
+
+def report_fields(out: str) -> dict[str, str]:
+    """``{"object": "...", "custom objects": "...", ...}`` from one ``keras-pickle inspect`` report."""
+    return {line[:18].strip(): line[18:] for line in out.splitlines()[1:] if line.startswith("  ")}
+
+
+def keras_pickle_command(*args: str, cwd) -> subprocess.CompletedProcess:
+    """``python -m keras_pickle ARGS`` in a fresh interpreter whose working directory (first on sys.path) is ``cwd``."""
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "PYTHONPATH": str(REPO_DIR)}
+    argv = [sys.executable, "-m", "keras_pickle", *args]
+    return subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
+
+
+def test_inspect_in_a_fresh_process_imports_nothing_the_payload_names(tmp_path):
+    module = f"kp_cli_probe_{os.getpid()}"
+    marker = tmp_path / "imported"
+    (tmp_path / f"{module}.py").write_text(PROBE_MODULE.format(marker=str(marker)))
+    run_python(
+        f"""
+        import joblib, keras, keras_pickle
+        from {module} import ProbeLayer, probe_activation
+
+        keras_pickle.install()
+        model = keras.Sequential([keras.Input((3,)), ProbeLayer(), keras.layers.Dense(2, activation=probe_activation)])
+        model.compile(optimizer="adam", loss="mse")
+        with open("probe.pkl", "wb") as f:
+            keras_pickle.dump(model, f, checksum=True)
+        with keras_pickle.checksums():
+            joblib.dump(model, "probe.joblib", compress=("bz2", 3))
+        """,
+        cwd=tmp_path,
+    )
+    assert marker.exists(), "the probe does not leave its mark"
+    marker.unlink()
+    assert (tmp_path / "probe.joblib").read_bytes().startswith(b"BZh")
+
+    for name in ("probe.pkl", "probe.joblib"):
+        result = keras_pickle_command("inspect", name, "--verify", cwd=tmp_path)
+        assert result.returncode == 0, result.stderr
+        out = result.stdout
+        assert out.startswith(f"keras_pickle payload, format version {keras_pickle.FORMAT_VERSION} "), out
+        fields = report_fields(out)
+        assert fields["object"] == "keras.src.models.sequential.Sequential (layer)"
+        probes = {f"{module}.ProbeLayer", f"{module}.probe_activation"}
+        assert set(fields["custom objects"].split(", ")) == set(fields["imports"].split(", ")) == probes
+        assert fields["checksum"].startswith("verified (")
+        assert not marker.exists(), f"inspecting {name} imported {module}"
+
+    result = keras_pickle_command("inspect", "probe.joblib", "--json", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    assert report["model_class"] == "keras.src.models.sequential.Sequential"
+    assert report["format_version"] == keras_pickle.FORMAT_VERSION
+    assert report["n_params"] == 3 + 3 * 2 + 2
+    assert [module, "ProbeLayer"] in report["imports"]
+    assert not marker.exists()
+
+    # Loading it with pickle in the same kind of process does import the module.
+    run_python("import pickle; pickle.load(open('probe.pkl', 'rb'))", cwd=tmp_path)
+    assert marker.exists(), "the payload does not name the probe module"
+
+
+def test_inspect_in_a_fresh_process_refuses_a_decompression_bomb(tmp_path):
+    # 6 Mi NONE opcodes (the inspector evaluates at most 2 Mi) in a few hundred bytes of bz2.
+    compressor = bz2.BZ2Compressor(9)
+    parts = [compressor.compress(b"\x80\x04")] + [compressor.compress(b"N" * (1 << 20)) for _ in range(6)]
+    bomb = b"".join([*parts, compressor.flush()])
+    assert len(bomb) < 1000
+    (tmp_path / "bomb.pkl.bz2").write_bytes(bomb)
+    result = keras_pickle_command("inspect", "bomb.pkl.bz2", cwd=tmp_path)
+    assert result.returncode == 1 and result.stdout == ""
+    assert "keras_pickle._inspect.MAX_OPCODES" in result.stderr and "Traceback" not in result.stderr

@@ -2,22 +2,27 @@
 
 from __future__ import annotations
 
+import bz2
 import dataclasses
 import io
 import json
+import lzma
 import os
 import pickle
 import sys
+import tracemalloc
+import zlib
 
 import joblib
 import keras
 import numpy as np
 import pytest
 import zoo
-from helpers import run_python
+from helpers import PROBE_MODULE, run_python
+from test_fuzz import cpu_time_limit
 
 import keras_pickle
-from keras_pickle import _format
+from keras_pickle import _format, _inspect
 from keras_pickle._inspect import inspect_all
 from keras_pickle.cli import main as cli_main
 
@@ -68,7 +73,7 @@ def test_describes_a_functional_model(functional):
     assert info.protocol == 5 and info.out_of_band_buffers == 0 and info.payloads_in_stream == 1
     text = str(info)
     for expected in (
-        "format version 1",
+        f"format version {keras_pickle.FORMAT_VERSION}",
         f"Keras {keras.__version__}",
         f"layers          {len(functional.layers)}",
         f"parameters      {functional.count_params():,}",
@@ -163,7 +168,8 @@ def test_out_of_band_payloads_report_sizes_from_the_entries(functional):
 def test_checksum_status_in_band(sequential):
     data = keras_pickle.dumps(sequential, checksum=True)
     info = keras_pickle.inspect(data)
-    assert info.checksum.startswith("xxh3_64:") and info.checksum_status == "present (not verified)"
+    algorithm = _format.CHECKSUM_ALGORITHM
+    assert info.checksum.startswith(f"{algorithm}:") and info.checksum_status == "present (not verified)"
     assert keras_pickle.inspect(data, verify=True).checksum_status == "verified"
     assert keras_pickle.inspect(pickle.dumps(sequential, protocol=2), verify=True).checksum_status == "absent"
     kernel = np.asarray(sequential.layers[0].kernel.value).tobytes()
@@ -171,7 +177,7 @@ def test_checksum_status_in_band(sequential):
     damaged = bytearray(data)
     damaged[at + 5] ^= 0x01
     info = keras_pickle.inspect(bytes(damaged), verify=True)
-    assert info.checksum_status.startswith("MISMATCH (computed xxh3_64:")
+    assert info.checksum_status.startswith(f"MISMATCH (computed {algorithm}:")
     with pytest.raises(keras_pickle.ChecksumMismatchError):
         keras_pickle.loads(bytes(damaged))
 
@@ -229,27 +235,6 @@ def test_a_truncated_payload_is_not_a_payload(sequential):
 # --------------------------------------------------------------------------
 # Nothing is imported, nothing runs
 # --------------------------------------------------------------------------
-
-PROBE_MODULE = """
-import pathlib
-
-import keras
-
-# Importing this module leaves a mark.
-pathlib.Path({marker!r}).write_text("imported")
-
-
-def probe_activation(x):
-    return keras.ops.relu(x) * 2.0
-
-
-class ProbeLayer(keras.layers.Layer):
-    def build(self, input_shape):
-        self.w = self.add_weight(shape=(input_shape[-1],), initializer="ones", name="w")
-
-    def call(self, x):
-        return x * self.w
-"""
 
 
 def test_inspect_imports_nothing_the_payload_names(tmp_path, monkeypatch):
@@ -337,6 +322,215 @@ def test_gadget_inside_a_payload_is_reported_not_run(tmp_path):
     assert (os.system.__module__, "system") in info.imports
     assert any(f"calls {system}" in w and "refuses" in w for w in info.warnings)
     assert any(f"names {system}" in w for w in info.warnings)
+
+
+# --------------------------------------------------------------------------
+# Hostile input: bounded memory, bounded time
+# --------------------------------------------------------------------------
+
+MiB = 1 << 20
+BOMB_BYTES = 256 * MiB
+PLACEHOLDER = b"kp-inspect-weight-placeholder-32"
+
+
+def large_weight_payload(nbytes: int, *, checksum: str | None = None) -> tuple[bytes, bytes]:
+    """A forged payload with one variable of ``nbytes`` zero bytes, as the pickle before and after them.
+
+    Protocol 3 has no frames: the data is one BINBYTES opcode, announced in ``before``.
+    """
+    _function, (header, body) = zoo.sequential().__reduce_ex__(5)
+    header = {**header, "n_variables": 1, "weight_bytes": nbytes, "checksum": checksum}
+    variables = [("w", "<f4", (nbytes // 4,), PLACEHOLDER)]
+    body = {**body, "variables": variables, "optimizer_variables": [], "layer_states": []}
+    data = pickle.dumps(Forged(header, body), protocol=3)
+    placeholder = b"C" + bytes([len(PLACEHOLDER)]) + PLACEHOLDER
+    assert data.count(placeholder) == 1
+    before, after = data.split(placeholder)
+    return before + b"B" + nbytes.to_bytes(4, "little"), after
+
+
+def compressed(compressor, before: bytes, nbytes: int, after: bytes = b"", fill: bytes = b"\0") -> bytes:
+    """``before``, ``nbytes`` (whole MiB) of ``fill`` repeated, ``after``: through ``compressor``, a MiB at a time."""
+    chunk = fill * (MiB // len(fill))
+    parts = [compressor.compress(before)]
+    parts += [compressor.compress(chunk) for _ in range(nbytes // MiB)]
+    return b"".join([*parts, compressor.compress(after), compressor.flush()])
+
+
+def traced_peak(function, *args, **kwargs):
+    """``function(*args, **kwargs)``, or the KerasPickleError it raised, and the peak bytes allocated meanwhile.
+
+    tracemalloc sees the decompressors' own buffers too (they allocate through PyMem_RawMalloc).
+    """
+    tracemalloc.start()
+    try:
+        try:
+            result = function(*args, **kwargs)
+        except keras_pickle.KerasPickleError as e:
+            result = e
+        return result, tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+COMPRESSORS = {
+    "bz2": lambda: bz2.BZ2Compressor(9),
+    "gzip": lambda: zlib.compressobj(9, wbits=31),
+    "zlib": lambda: zlib.compressobj(9),
+    "xz": lambda: lzma.LZMACompressor(),
+    "lzma": lambda: lzma.LZMACompressor(format=lzma.FORMAT_ALONE),
+}
+
+
+@pytest.mark.parametrize("kind", list(COMPRESSORS))
+def test_compressed_weights_are_read_as_a_stream_not_held(kind):
+    # A 1 kB bz2 file once made inspect hold its whole decompressed output
+    # (3.9 GB). The weights' data is only measured, never held.
+    nbytes = BOMB_BYTES if kind == "bz2" else 64 * MiB
+    before, after = large_weight_payload(nbytes)
+    bomb = compressed(COMPRESSORS[kind](), before, nbytes, after)
+    assert len(bomb) < nbytes // 500
+    info, peak = traced_peak(keras_pickle.inspect, bomb)
+    assert isinstance(info, keras_pickle.PayloadInfo), info
+    assert (info.n_variables, info.weight_bytes, info.header_weight_bytes) == (1, nbytes, nbytes)
+    assert info.n_params == nbytes // 4 and info.warnings == ()
+    assert peak < 16 * MiB, f"{peak} bytes allocated for {nbytes} decompressed"
+
+
+def test_verifying_holds_in_band_data_only_within_max_held_bytes(monkeypatch):
+    before, after = large_weight_payload(64 * MiB, checksum=f"{_format.CHECKSUM_ALGORITHM}:0123456789abcdef")
+    bomb = compressed(bz2.BZ2Compressor(9), before, 64 * MiB, after)
+    monkeypatch.setattr(_inspect, "MAX_HELD_BYTES", 4 * MiB)
+    info, peak = traced_peak(keras_pickle.inspect, bomb, verify=True)
+    assert info.checksum_status == (
+        "present (not verified: its in-band data is larger than the inspector holds, "
+        "keras_pickle._inspect.MAX_HELD_BYTES)"
+    )
+    assert info.weight_bytes == 64 * MiB and peak < 16 * MiB, peak
+    # Within the limit the data is held and checked: the forged checksum does not match.
+    monkeypatch.setattr(_inspect, "MAX_HELD_BYTES", 1 << 30)
+    info = keras_pickle.inspect(bomb, verify=True)
+    assert info.checksum_status.startswith(f"MISMATCH (computed {_format.CHECKSUM_ALGORITHM}:")
+
+
+# name: (compressor, the stream before the fill, the fill, limits to set, what the error says)
+BOMBS = {
+    "zeros": ("bz2", b"", b"\0", {}, "starts with b'\\x00"),
+    "NONE and POP opcodes": ("gzip", b"\x80\x04", b"N0", {}, "MAX_OPCODES"),
+    "a string": (
+        "bz2",
+        b"\x80\x04\x8d" + BOMB_BYTES.to_bytes(8, "little"),
+        b"a",
+        {"MAX_HELD_BYTES": 4 * MiB},
+        "MAX_HELD_BYTES",
+    ),
+    "a text line": ("bz2", b"V", b"a", {"MAX_HELD_BYTES": 4 * MiB}, "MAX_HELD_BYTES"),
+    "skipped bytes": (
+        "bz2",
+        b"\x80\x04\x8e" + BOMB_BYTES.to_bytes(8, "little"),
+        b"\0",
+        {"MAX_DECOMPRESSED_BYTES": 64 * MiB},
+        "MAX_DECOMPRESSED_BYTES",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(BOMBS))
+def test_compressed_bombs_end_with_a_keras_pickle_error(monkeypatch, name):
+    kind, before, fill, limits, expected = BOMBS[name]
+    bomb = compressed(COMPRESSORS[kind](), before, BOMB_BYTES, fill=fill)
+    assert len(bomb) < BOMB_BYTES // 500
+    for limit, value in limits.items():
+        monkeypatch.setattr(_inspect, limit, value)
+    error, peak = traced_peak(keras_pickle.inspect, bomb)
+    assert isinstance(error, keras_pickle.KerasPickleError), error
+    assert expected in str(error)
+    if expected.startswith("MAX_"):
+        assert isinstance(error, keras_pickle.ResourceLimitError) and error.limit_name == expected
+        assert error.limit == getattr(_inspect, expected) < error.value
+        assert f"keras_pickle._inspect.{expected}" in str(error)
+    assert peak < 16 * MiB, f"{peak} bytes allocated for {BOMB_BYTES} decompressed"
+
+
+def shared_nesting(depth: int, container=list):
+    """A value holding one value twice, ``depth`` levels deep: 2**depth leaves, pickled in a few bytes per level."""
+    value = container()
+    for _ in range(depth):
+        value = container((value, value))
+    return value
+
+
+@pytest.mark.parametrize(
+    "where, expected",
+    [
+        ("n_variables", "the header claims [[["),
+        ("weight_bytes", "the header claims [[["),
+        ("format_version", None),
+        ("key", None),
+        ("dtype", "has an invalid dtype [[["),
+        ("shape", "has an invalid shape [[["),
+        ("huge int", "the header claims <int of 16610 bits> variables"),
+    ],
+)
+def test_shared_nested_values_are_described_in_bounded_time(tmp_path, where, expected):
+    # repr([x, x]) nested 26 deep visits 2**26 lists (the audit's took 20 s
+    # and 1.5 GB, and each level doubles it), and so would str() and the
+    # checksum's repr of the header and the entries: every value the payload
+    # provides is shown bounded, and the checksum is not computed over such
+    # values. (The limit fails the test once a regressed repr returns.)
+    nested = shared_nesting(26)
+    _function, (header, body) = zoo.sequential().__reduce_ex__(5)
+    header = {**header, "checksum": f"{_format.CHECKSUM_ALGORITHM}:0123456789abcdef"}
+    key, dtype, shape, data = body["variables"][0]
+    if where in ("n_variables", "weight_bytes", "format_version"):
+        header[where] = nested
+    elif where == "huge int":
+        header["n_variables"] = 10**5000
+    else:
+        entry = {"key": (nested, dtype, shape, data), "dtype": (key, nested, shape, data)}.get(where)
+        body["variables"] = [entry or (key, dtype, nested, data), *body["variables"][1:]]
+    data = pickle.dumps(Forged(header, body), protocol=5)
+    assert len(data) < 20_000
+    path = tmp_path / "nested.pkl"
+    path.write_bytes(data)
+    with cpu_time_limit(5):
+        info = keras_pickle.inspect(data, verify=True)
+        report = str(info) + json.dumps(dataclasses.asdict(info))
+        assert cli_main(["inspect", str(path), "--json", "--verify"]) == 0
+    assert len(report) < 10_000 and all(len(w) < 2_000 for w in info.warnings)
+    if expected:
+        assert any(expected in w for w in info.warnings), info.warnings
+    if where in ("n_variables", "weight_bytes", "format_version"):
+        assert getattr(info, where if where == "format_version" else f"header_{where}") == "<list>"
+    assert info.checksum_status == "present (not verified: the payload is malformed)"
+
+
+def nested_tuple_pickle(depth: int, innermost: bytes, use: bytes) -> bytes:
+    """A pickle that builds t = (t, t) ``depth`` levels deep with memo GETs, then ``use`` (t is memo ``depth``)."""
+    ops = [b"\x80\x04", innermost, b"q\x00", b"0"]
+    for level in range(1, depth + 1):
+        ops += [b"h" + bytes([level - 1]), b"h" + bytes([level - 1]), b"\x86", b"q" + bytes([level]), b"0"]
+    return b"".join([*ops, use, b"."])
+
+
+def test_shared_nested_tuples_as_keys_are_not_hashed():
+    # hash() of such a tuple visits 2**depth tuples (it is not cached), as
+    # would any dict or set the real unpickler built with it: 2**32 take about
+    # 30 s, after which the limit fails the test.
+    depth = 32
+    get = b"h" + bytes([depth])
+    as_dict_key, as_frozenset_member, as_set_member = (
+        b"}" + get + b"K\x01s",
+        b"(" + get + b"\x91",
+        b"\x8f(" + get + b"\x90",
+    )
+    with cpu_time_limit(10):
+        for use in (as_dict_key, as_frozenset_member, as_set_member):
+            with pytest.raises(keras_pickle.NotAPayloadError, match="never calls keras_pickle._format.restore"):
+                keras_pickle.inspect(nested_tuple_pickle(depth, b")", use))
+            # A list inside is unhashable, as the real unpickler would say.
+            with pytest.raises(keras_pickle.NotAPayloadError, match="not a well-formed pickle"):
+                keras_pickle.inspect(nested_tuple_pickle(depth, b"]", use))
 
 
 # --------------------------------------------------------------------------
