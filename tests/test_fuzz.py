@@ -395,6 +395,34 @@ def test_too_many_layers_are_refused_before_keras_builds_them(model, nothing_dec
     assert error.value == 3  # InputLayer, Scale, Dense
 
 
+def million_layer_config() -> str:
+    """A Sequential config listing a million minimal layers: 41 MiB of JSON, 2 million objects."""
+    layer = '{"class_name": "Identity", "config": {}}'
+    return '{"class_name": "Sequential", "config": {"layers": [' + ", ".join([layer] * 1_000_000) + "]}}"
+
+
+@pytest.mark.parametrize(
+    "limit_name, config",
+    [
+        pytest.param("MAX_CONFIG_OBJECTS", million_layer_config(), id="a million layers"),
+        pytest.param("MAX_CONFIG_BYTES", '{"name": "' + "x" * (129 << 20) + '"}', id="a 129 MiB string"),
+    ],
+)
+def test_huge_configs_are_refused_before_they_are_parsed(model, nothing_decoded, monkeypatch, limit_name, config):
+    header, body = reduced(model)
+    body["config"] = config
+    data = pickle.dumps(Forged(header, body), protocol=5)
+
+    def parse(*args, **kwargs):
+        raise AssertionError("the config was parsed")
+
+    monkeypatch.setattr(_format.json, "loads", parse)
+    # Reading the stream holds the config twice (its UTF-8 bytes, then the str); parsing
+    # the million layers would add about 300 MiB.
+    error = loads_within(data, limit_bytes=int(2.2 * len(data)))
+    assert isinstance(error, keras_pickle.ResourceLimitError) and error.limit_name == limit_name, error
+
+
 def test_pickle_length_fields_beyond_the_data_are_refused_before_allocation():
     # CPython's unpickler allocates what BINBYTES8 / BYTEARRAY8 announce before reading.
     for opcode in (b"\x8e", b"\x96", b"\x8d", b"B"):
