@@ -224,6 +224,24 @@ def _bounded_repr(value: Any) -> str:
     return bounded_repr(value)
 
 
+_FLAT_KEY_TYPES = (str, bytes, int, float, bool, type(None))
+
+
+def _check_keys(keys: list) -> None:
+    """Refuse a dict key or set item whose hash could cost more than its size: a flat value or a tuple of them."""
+    for key in keys:
+        if isinstance(key, _FLAT_KEY_TYPES) or (
+            type(key) is tuple and all(isinstance(item, _FLAT_KEY_TYPES) for item in key)
+        ):
+            continue
+        raise UnsafePayloadError(
+            f"Safe mode refused a {type(key).__name__} as a dict key or set item while unpickling: "
+            "keras_pickle payloads use strings and numbers, and hashing nested structures can take "
+            "time exponential in the size of the stream.",
+            what="dict key",
+        )
+
+
 class SafeUnpickler(pickle._Unpickler):
     """The pure-Python unpickler, resolving only what the module docstring lists and BUILD-ing only numpy objects."""
 
@@ -238,7 +256,39 @@ class SafeUnpickler(pickle._Unpickler):
             )
         pickle._Unpickler.load_build(self)
 
-    dispatch = {**pickle._Unpickler.dispatch, pickle.BUILD[0]: _load_build}
+    # Dict keys and set items are hashed on insertion, and hashing a tuple
+    # hashes its items: a tuple nested in itself 40 times through memo
+    # references (a 200-byte stream) would take hours. Payloads only ever
+    # use flat keys.
+    def _load_setitem(self) -> None:
+        _check_keys(self.stack[-2:-1])
+        pickle._Unpickler.load_setitem(self)
+
+    def _load_setitems(self) -> None:
+        _check_keys(self.stack[0::2])  # the items since the mark
+        pickle._Unpickler.load_setitems(self)
+
+    def _load_dict(self) -> None:
+        _check_keys(self.stack[0::2])
+        pickle._Unpickler.load_dict(self)
+
+    def _load_additems(self) -> None:
+        _check_keys(self.stack)
+        pickle._Unpickler.load_additems(self)
+
+    def _load_frozenset(self) -> None:
+        _check_keys(self.stack)
+        pickle._Unpickler.load_frozenset(self)
+
+    dispatch = {
+        **pickle._Unpickler.dispatch,
+        pickle.BUILD[0]: _load_build,
+        pickle.SETITEM[0]: _load_setitem,
+        pickle.SETITEMS[0]: _load_setitems,
+        pickle.DICT[0]: _load_dict,
+        pickle.ADDITEMS[0]: _load_additems,
+        pickle.FROZENSET[0]: _load_frozenset,
+    }
 
     def find_class(self, module: str, name: str) -> Any:
         qualified = f"{module}.{name}"

@@ -282,3 +282,31 @@ def test_lazy_module_attributes_never_run(monkeypatch):
     with pytest.raises(keras_pickle.UnsafePayloadError, match="no such attribute"):
         keras_pickle.loads(data)
     assert calls == []
+
+
+def nested_shared_tuple(depth: int) -> bytes:
+    """Opcodes for t_depth, where t_0 = () and t_k = (t_{k-1}, t_{k-1}) through one memo entry: 2**depth to hash."""
+    stream = b")" + b"\x94"  # EMPTY_TUPLE, MEMOIZE (memo 0)
+    for level in range(depth):
+        stream += b"h" + bytes([level]) + b"h" + bytes([level]) + b"\x86\x94"  # (memo[k], memo[k]) -> memo k+1
+    return stream
+
+
+@pytest.mark.parametrize(
+    "container",
+    [
+        pytest.param(lambda key: b"}" + key + b"Ns", id="SETITEM"),
+        pytest.param(lambda key: b"}(" + key + b"Nu", id="SETITEMS"),
+        pytest.param(lambda key: b"\x8f(" + key + b"\x90", id="ADDITEMS"),
+        pytest.param(lambda key: b"(" + key + b"\x91", id="FROZENSET"),
+    ],
+)
+def test_keys_that_would_take_exponential_time_to_hash_are_refused(container):
+    from test_fuzz import cpu_time_limit
+
+    data = b"\x80\x04" + container(nested_shared_tuple(40)) + b"."
+    with cpu_time_limit(10), pytest.raises(keras_pickle.UnsafePayloadError, match="dict key or set item"):
+        keras_pickle.loads(data)
+    flat = b"\x80\x04" + container(text("name")) + b"."
+    with pytest.raises(keras_pickle.NotAPayloadError):  # a plain container: well formed, just no payload
+        keras_pickle.loads(flat)
