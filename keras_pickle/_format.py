@@ -339,16 +339,8 @@ def check_header(header: object) -> dict:
             found_version=version,
             supported_version=FORMAT_VERSION,
         )
-    if header.keys() != _HEADER_KEYS:
-        # A checksum cannot cover its own key: a damaged "checksum" key would turn verification off.
-        missing, unknown = _HEADER_KEYS - header.keys(), header.keys() - _HEADER_KEYS
-        raise KerasUnpicklingError(
-            "Corrupt keras_pickle payload: its header "
-            + (f"lacks {', '.join(sorted(missing))}" if missing else "")
-            + (" and " if missing and unknown else "")
-            + (f"has unknown fields {bounded_repr(sorted(map(str, unknown)))}" if unknown else "")
-            + "."
-        )
+    # A checksum cannot cover its own key: a damaged "checksum" key would turn verification off.
+    _check_exact_fields("header", header, _HEADER_KEYS)
     kind = header.get("kind")
     if not (isinstance(kind, str) and kind in KINDS):
         raise KerasUnpicklingError(
@@ -369,6 +361,20 @@ def check_header(header: object) -> dict:
             f"Corrupt keras_pickle payload: invalid checksum {bounded_repr(checksum)} in the header."
         )
     return header
+
+
+def _check_exact_fields(what: str, fields: dict, expected: frozenset) -> None:
+    """Raise KerasUnpicklingError unless ``fields`` has exactly the keys ``expected``, naming the difference."""
+    if fields.keys() == expected:
+        return
+    missing, unknown = expected - fields.keys(), fields.keys() - expected
+    raise KerasUnpicklingError(
+        f"Corrupt keras_pickle payload: its {what} "
+        + (f"lacks {', '.join(sorted(missing))}" if missing else "")
+        + (" and " if missing and unknown else "")
+        + (f"has unknown fields {bounded_repr(sorted(map(str, unknown)))}" if unknown else "")
+        + "."
+    )
 
 
 def _header_count(header: dict, key: str) -> int:
@@ -538,16 +544,7 @@ def check_body(header: dict, body: object) -> dict:
     """
     if not isinstance(body, dict) or not isinstance(body.get("config"), str):
         raise KerasUnpicklingError("Corrupt keras_pickle payload: the body has no config.")
-    expected_keys = _body_keys(header)
-    if body.keys() != expected_keys:
-        missing, unknown = expected_keys - body.keys(), body.keys() - expected_keys
-        raise KerasUnpicklingError(
-            f"Corrupt keras_pickle payload: its {header['kind']} body "
-            + (f"lacks {', '.join(sorted(missing))}" if missing else "")
-            + (" and " if missing and unknown else "")
-            + (f"has unknown fields {bounded_repr(sorted(map(str, unknown)))}" if unknown else "")
-            + "."
-        )
+    _check_exact_fields(f"{header['kind']} body", body, _body_keys(header))
     n_variables = 0
     weight_bytes = 0
     for entry, section in _iter_checked_arrays(body):

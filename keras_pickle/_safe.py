@@ -43,6 +43,7 @@ from typing import Any
 
 import numpy as np
 
+from . import _format
 from .errors import UnsafePayloadError
 
 _CALLABLE_GLOBALS = {
@@ -171,11 +172,9 @@ def _checked_reconstruct(subtype: Any, shape: Any, dtype: Any) -> np.ndarray:
     by ``BUILD`` with the real shape, dtype and data (whose size bounds the
     allocation). Anything else is refused before numpy allocates.
     """
-    from . import _format
-
     if subtype is not _NDARRAY:
         raise UnsafePayloadError(
-            f"Safe mode refused numpy _reconstruct of {_bounded_repr(subtype)}: only numpy.ndarray.",
+            f"Safe mode refused numpy _reconstruct of {_format.bounded_repr(subtype)}: only numpy.ndarray.",
             what="numpy.core.multiarray._reconstruct",
         )
     try:
@@ -183,14 +182,14 @@ def _checked_reconstruct(subtype: Any, shape: Any, dtype: Any) -> np.ndarray:
         dtype = np.dtype(dtype)
     except (TypeError, ValueError, OverflowError) as e:
         raise UnsafePayloadError(
-            f"Safe mode refused numpy _reconstruct with shape {_bounded_repr(shape)} and dtype "
-            f"{_bounded_repr(dtype)}: {type(e).__name__}.",
+            f"Safe mode refused numpy _reconstruct with shape {_format.bounded_repr(shape)} and dtype "
+            f"{_format.bounded_repr(dtype)}: {type(e).__name__}.",
             what="numpy.core.multiarray._reconstruct",
         ) from e
     nbytes = math.prod(dims) * max(dtype.itemsize, 1)
     if dtype.hasobject or min(dims, default=0) < 0 or nbytes > _format.MAX_ARRAY_BYTES:
         raise UnsafePayloadError(
-            f"Safe mode refused numpy _reconstruct of a {dtype} array of shape {_bounded_repr(shape)}: "
+            f"Safe mode refused numpy _reconstruct of a {dtype} array of shape {_format.bounded_repr(shape)}: "
             "numpy's own pickles start from an empty array of a plain dtype.",
             what="numpy.core.multiarray._reconstruct",
         )
@@ -201,7 +200,7 @@ def _latin1_encode(text: Any, encoding: Any = "utf-8", errors: Any = "strict") -
     """``_codecs.encode`` as protocols 0-2 use it for ``bytes``: latin-1 only (other codecs import modules)."""
     if encoding not in ("latin1", "latin-1") or not isinstance(text, str) or errors != "strict":
         raise UnsafePayloadError(
-            f"Safe mode refused _codecs.encode with codec {_bounded_repr(encoding)}: pickles spell bytes "
+            f"Safe mode refused _codecs.encode with codec {_format.bounded_repr(encoding)}: pickles spell bytes "
             "with latin1 only, and another codec would import its module.",
             what="_codecs.encode",
         )
@@ -216,12 +215,6 @@ _CHECKED_CALLABLES = {
 
 # What BUILD may complete: what numpy's own pickles complete.
 _BUILDABLE = (np.ndarray, np.dtype)
-
-
-def _bounded_repr(value: Any) -> str:
-    from ._format import bounded_repr
-
-    return bounded_repr(value)
 
 
 _FLAT_KEY_TYPES = (str, bytes, int, float, bool, type(None))
