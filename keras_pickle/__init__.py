@@ -4,26 +4,24 @@ Call :func:`install` once; from then on ``pickle``, ``copy``, and the tools
 built on them (joblib, cloudpickle, multiprocessing) carry Keras models and
 layers with their complete state and custom objects, and refuse objects whose
 state would be lost.
+
+``import keras_pickle`` imports neither Keras nor a backend: the errors, the
+limits and :func:`inspect` are here at once, and the names that work on Keras
+objects (``install``, ``dumps``, ``check``, the mixins...) import Keras the
+first time one of them is used. Loading a payload needs none of them: the
+payload imports what it needs.
 """
 
-from ._api import checksums as checksums
-from ._api import dump as dump
-from ._api import dumps as dumps
-from ._api import load as load
-from ._api import loads as loads
-from ._check import CheckReport as CheckReport
-from ._check import check as check
-from ._format import FORMAT_VERSION as FORMAT_VERSION
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from . import limits as limits
 from ._inspect import PayloadInfo as PayloadInfo
 from ._inspect import inspect as inspect
-from ._mixins import CallbackPickleMixin as CallbackPickleMixin
-from ._mixins import LayerPickleMixin as LayerPickleMixin
-from ._mixins import LossPickleMixin as LossPickleMixin
-from ._mixins import MetricPickleMixin as MetricPickleMixin
-from ._mixins import OptimizerPickleMixin as OptimizerPickleMixin
-from ._mixins import install as install
-from ._mixins import is_installed as is_installed
-from ._mixins import uninstall as uninstall
+from ._version import __version__ as __version__
+from ._wire.schema import FORMAT_VERSION as FORMAT_VERSION
 from .errors import ChecksumMismatchError as ChecksumMismatchError
 from .errors import CustomObjectError as CustomObjectError
 from .errors import FormatVersionError as FormatVersionError
@@ -38,4 +36,51 @@ from .errors import StateMismatchError as StateMismatchError
 from .errors import UnrecoverableConfigError as UnrecoverableConfigError
 from .errors import UnsafePayloadError as UnsafePayloadError
 
-__version__ = "0.2.0"
+if TYPE_CHECKING:
+    from ._api import checksums as checksums
+    from ._api import dump as dump
+    from ._api import dumps as dumps
+    from ._api import load as load
+    from ._api import loads as loads
+    from ._check import CheckReport as CheckReport
+    from ._check import check as check
+    from ._install import install as install
+    from ._install import is_installed as is_installed
+    from ._install import uninstall as uninstall
+    from ._mixins import CallbackPickleMixin as CallbackPickleMixin
+    from ._mixins import LayerPickleMixin as LayerPickleMixin
+    from ._mixins import LossPickleMixin as LossPickleMixin
+    from ._mixins import MetricPickleMixin as MetricPickleMixin
+    from ._mixins import OptimizerPickleMixin as OptimizerPickleMixin
+
+# Public name -> the module that defines it; each imports Keras.
+_KERAS_LEVEL = {
+    "checksums": "._api",
+    "dump": "._api",
+    "dumps": "._api",
+    "load": "._api",
+    "loads": "._api",
+    "CheckReport": "._check",
+    "check": "._check",
+    "install": "._install",
+    "is_installed": "._install",
+    "uninstall": "._install",
+    "CallbackPickleMixin": "._mixins",
+    "LayerPickleMixin": "._mixins",
+    "LossPickleMixin": "._mixins",
+    "MetricPickleMixin": "._mixins",
+    "OptimizerPickleMixin": "._mixins",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _KERAS_LEVEL.get(name)
+    if module is None:
+        raise AttributeError(f"module 'keras_pickle' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value  # later lookups skip __getattr__
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_KERAS_LEVEL))

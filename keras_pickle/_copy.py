@@ -10,6 +10,7 @@ memo maps each of its layers, variables and its optimizer to their copies, so
 
 from __future__ import annotations
 
+from copy import deepcopy
 from typing import Any
 
 from . import _custom_objects, _payload, _rebuild, _state
@@ -84,8 +85,6 @@ def copy_plain(obj: Any, memo: dict) -> Any:
     cls = type(obj)
     twin = cls.__new__(cls)
     memo[id(obj)] = twin
-    from copy import deepcopy
-
     state = deepcopy(obj.__dict__, memo)
     twin.__dict__.update(state)
     return twin

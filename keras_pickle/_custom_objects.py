@@ -11,27 +11,15 @@ from __future__ import annotations
 
 import sys
 import types
-from collections.abc import Iterator
 from typing import Any
 
 import keras
+from keras.src.api_export import get_symbol_from_name
 
+from ._wire import configs
 from .errors import CustomObjectError
 
 _MAIN_MODULES = ("__main__", "__mp_main__")
-
-
-def iter_object_refs(config: Any) -> Iterator[dict]:
-    """Every ``{"module", "class_name", ...}`` entry in a serialized config."""
-    stack = [config]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, dict):
-            if "class_name" in node and "module" in node:
-                yield node
-            stack.extend(node.values())
-        elif isinstance(node, (list, tuple)):
-            stack.extend(node)
 
 
 def is_keras_builtin(ref: dict) -> bool:
@@ -64,8 +52,6 @@ _KERAS_FUNCTION_MODULES = (
 
 
 def _keras_builtin_function(name: str) -> Any:
-    from keras.src.api_export import get_symbol_from_name
-
     for module in _KERAS_FUNCTION_MODULES:
         obj = get_symbol_from_name(f"keras.{module}.{name}")
         if obj is not None:
@@ -99,7 +85,7 @@ def collect(config: dict, live_roots: list[Any]) -> dict[str, Any]:
     """
     live: dict[str, list[Any]] | None = None
     found: dict[str, Any] = {}
-    for ref in iter_object_refs(config):
+    for ref in configs.object_refs(config):
         if is_keras_builtin(ref):
             continue
         keys = lookup_keys(ref)
@@ -190,3 +176,16 @@ def _live_index(roots: list[Any]) -> dict[str, list[Any]]:
         if compile_config is not None:
             add(getattr(compile_config, "config", None), 0)
     return index
+
+
+def safe_mode_bases() -> tuple[type, ...]:
+    """The Keras classes whose subclasses safe mode lets a payload name (as inert references)."""
+    return (
+        keras.src.saving.keras_saveable.KerasSaveable,
+        keras.initializers.Initializer,
+        keras.regularizers.Regularizer,
+        keras.constraints.Constraint,
+        keras.optimizers.schedules.LearningRateSchedule,
+        keras.callbacks.Callback,
+        keras.DTypePolicy,
+    )

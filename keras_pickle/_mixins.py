@@ -1,7 +1,7 @@
-"""The pickle protocol for Keras classes, and ``install()`` / ``uninstall()``.
+"""The pickle protocol for Keras classes: one mixin per kind of Keras object.
 
 Each mixin is usable on its own (``class MyModel(LayerPickleMixin,
-keras.Model)``); ``install()`` copies the mixins' protocol methods onto
+keras.Model)``); ``install()`` (:mod:`keras_pickle._install`) copies the mixins' protocol methods onto
 Keras's own base classes so that ``pickle``, ``copy``, joblib, cloudpickle
 and friends use keras_pickle for every Keras object.
 
@@ -12,17 +12,15 @@ keras_pickle only supplies the protocol where Keras's would apply.
 from __future__ import annotations
 
 import pickle
-import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from typing import Any
 
-from . import _allow, _copy, _format, _payload
+from . import _copy, _opt_in, _payload
+from ._reconstruct import restore
 from .errors import PickleRefusedError
 
-_PROTOCOL_ATTRS = ("__reduce_ex__", "__reduce__", "__deepcopy__", "__copy__")
+PROTOCOL_ATTRS = ("__reduce_ex__", "__reduce__", "__deepcopy__", "__copy__")
 _MARK = "__keras_pickle__"
-_MISSING = object()
-_lock = threading.RLock()
 
 
 def _ours(function: Callable) -> Callable:
@@ -59,12 +57,12 @@ class LayerPickleMixin:
         custom = _user_reducer(self)
         if custom is not None:
             return custom(protocol)
-        return _format.restore, _payload.layer_payload(self, protocol)
+        return restore, _payload.layer_payload(self, protocol)
 
     @_ours
     def __reduce__(self):
         # Never consults user hooks: a user __reduce__ may call super().__reduce__().
-        return _format.restore, _payload.layer_payload(self, pickle.DEFAULT_PROTOCOL)
+        return restore, _payload.layer_payload(self, pickle.DEFAULT_PROTOCOL)
 
     @_ours
     def __deepcopy__(self, memo):
@@ -83,7 +81,7 @@ class LossPickleMixin:
         custom = _user_reducer(self)
         if custom is not None:
             return custom(protocol)
-        return _format.restore, _payload.config_payload(self, _payload.KIND_LOSS)
+        return restore, _payload.config_payload(self, _payload.KIND_LOSS)
 
     @_ours
     def __reduce__(self):
@@ -94,7 +92,7 @@ def _refusal(why: str, instead: str, kind: str) -> tuple[Callable, Callable]:
     """``__reduce_ex__`` / ``__reduce__`` that refuse with ``why`` and ``instead``.
 
     Under ``install(allow=(kind,))`` they pickle the object with its complete
-    state instead (see :func:`._allow.allowed_reduce`). The hooks are closures, not
+    state instead (see :func:`._opt_in.allowed_reduce`). The hooks are closures, not
     methods reading class attributes, because ``install()`` copies them onto
     Keras classes that lack those attributes.
     """
@@ -104,7 +102,7 @@ def _refusal(why: str, instead: str, kind: str) -> tuple[Callable, Callable]:
         opt_in = f" Or opt in: keras_pickle.install(allow=({kind!r},)) pickles {kind} with their complete state."
         if kind == "optimizers":
             opt_in = "" if getattr(obj, "built", False) else opt_in.replace(" with", " that are not built yet, with")
-        name = _allow.public_name(cls)
+        name = _opt_in.public_name(cls)
         return PickleRefusedError(f"Refusing to pickle {name}: {why} {instead}{opt_in}", obj_type=cls)
 
     @_ours
@@ -112,14 +110,14 @@ def _refusal(why: str, instead: str, kind: str) -> tuple[Callable, Callable]:
         custom = _user_reducer(self)
         if custom is not None:
             return custom(protocol)
-        if _allow.allows(kind, self):
-            return _allow.allowed_reduce(self, kind, protocol)
+        if _opt_in.allows(kind, self):
+            return _opt_in.allowed_reduce(self, kind, protocol)
         raise refuse(self)
 
     @_ours
     def __reduce__(self):
-        if _allow.allows(kind, self):
-            return _allow.allowed_reduce(self, kind, pickle.DEFAULT_PROTOCOL)
+        if _opt_in.allows(kind, self):
+            return _opt_in.allowed_reduce(self, kind, pickle.DEFAULT_PROTOCOL)
         raise refuse(self)
 
     return __reduce_ex__, __reduce__
@@ -196,104 +194,3 @@ class CallbackPickleMixin:
     @_ours
     def __copy__(self):
         return _copy.shallow_copy_plain(self)
-
-
-# --------------------------------------------------------------------------
-# install / uninstall
-# --------------------------------------------------------------------------
-
-_originals: dict[tuple[type, str], Any] = {}
-_uninstalled_explicitly = False
-
-
-def _targets() -> list[tuple[type, type]]:
-    import keras
-
-    return [
-        (keras.Layer, LayerPickleMixin),
-        # scikeras patches Model directly; Model's own attributes must be ours.
-        (keras.Model, LayerPickleMixin),
-        (keras.losses.Loss, LossPickleMixin),
-        (keras.optimizers.Optimizer, OptimizerPickleMixin),
-        (keras.metrics.Metric, MetricPickleMixin),
-        (keras.callbacks.Callback, CallbackPickleMixin),
-    ]
-
-
-def _patches() -> list[tuple[type, str, Callable]]:
-    patches = []
-    for cls, mixin in _targets():
-        for klass in mixin.__mro__:
-            for name in _PROTOCOL_ATTRS:
-                if name in klass.__dict__ and not any(p[:2] == (cls, name) for p in patches):
-                    patches.append((cls, name, klass.__dict__[name]))
-    return patches
-
-
-def install(allow: Iterable[str] | None = None) -> None:
-    """Make ``pickle`` and ``copy`` use keras_pickle for Keras objects.
-
-    Idempotent. Calling it again re-applies any hook that another library
-    replaced since; a library known to replace them on import (scikeras) is
-    watched, and the hooks are re-applied right after it is imported.
-
-    ``allow`` opts in to pickling objects that are refused by default, with
-    their complete state: ``"metrics"`` (config and every variable, so the
-    accumulated state), ``"callbacks"`` (every attribute; one that cannot be
-    pickled fails naming it) and ``"optimizers"`` (only optimizers that are
-    not built: a built optimizer's slots belong to its model's variables).
-    ``None`` (the default) keeps the current setting; ``()`` refuses again.
-    """
-    global _uninstalled_explicitly
-    from . import integrations
-
-    with _lock:
-        if allow is not None:
-            _allow.set_allowed(allow)
-        for cls, name, function in _patches():
-            if cls.__dict__.get(name, _MISSING) is function:
-                continue
-            _originals.setdefault((cls, name), cls.__dict__.get(name, _MISSING))
-            setattr(cls, name, function)
-        _uninstalled_explicitly = False
-        integrations.activate()
-
-
-def reapply() -> None:
-    """Re-apply the hooks if keras_pickle is installed (after a library replaced them)."""
-    with _lock:
-        if _originals and not _uninstalled_explicitly:
-            install()
-
-
-def uninstall() -> None:
-    """Restore exactly the hooks Keras's classes had before ``install()``."""
-    global _uninstalled_explicitly
-    from . import integrations
-
-    with _lock:
-        integrations.deactivate()
-        _allow.reset()
-        for (cls, name), original in _originals.items():
-            if original is _MISSING:
-                if name in cls.__dict__:
-                    delattr(cls, name)
-            else:
-                setattr(cls, name, original)
-        _originals.clear()
-        _uninstalled_explicitly = True
-
-
-def is_installed() -> bool:
-    """True when every keras_pickle hook is in place on Keras's classes."""
-    return all(cls.__dict__.get(name) is function for cls, name, function in _patches())
-
-
-def install_on_first_load() -> None:
-    """Install when a payload is loaded, unless the user uninstalled explicitly.
-
-    A worker that receives a keras_pickle payload then sends its results back
-    in the same format.
-    """
-    if not _uninstalled_explicitly and not is_installed():
-        install()

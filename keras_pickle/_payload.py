@@ -8,14 +8,18 @@ from typing import Any
 import keras
 from keras.src.models.functional import Functional
 
-from . import _custom_objects, _format, _rebuild, _safe, _state
+from . import _backend, _custom_objects, _rebuild, _state
 from ._options import dump_options
+from ._wire import arrays, schema
+from ._wire.refs import unwrap
 from .errors import KerasPickleError, KerasPicklingError, KerasUnpicklingError, UnrecoverableConfigError
 
-KIND_LAYER = "layer"
-KIND_LOSS = "loss"
-KIND_METRIC = "metric"
-KIND_OPTIMIZER = "optimizer"
+KIND_LAYER, KIND_LOSS, KIND_METRIC, KIND_OPTIMIZER = (
+    schema.KIND_LAYER,
+    schema.KIND_LOSS,
+    schema.KIND_METRIC,
+    schema.KIND_OPTIMIZER,
+)
 
 
 def layer_payload(layer: Any, protocol: int) -> tuple[dict, dict]:
@@ -25,13 +29,13 @@ def layer_payload(layer: Any, protocol: int) -> tuple[dict, dict]:
     state = _state.capture(layer)
     body = {
         "config": _rebuild.config_to_json(config, layer),
-        "variables": [_format.encode_array(path, a, protocol) for path, a in state.variables],
-        "optimizer_variables": [_format.encode_array(path, a, protocol) for path, a in state.optimizer_variables],
+        "variables": [arrays.encode_array(path, a, protocol) for path, a in state.variables],
+        "optimizer_variables": [arrays.encode_array(path, a, protocol) for path, a in state.optimizer_variables],
         "optimizer_built": state.optimizer_built,
         "layer_states": [
             (
                 s.index,
-                [_format.encode_array(key, a, protocol) for key, a in s.own_variables],
+                [arrays.encode_array(key, a, protocol) for key, a in s.own_variables],
                 s.assets,
             )
             for s in state.layer_states
@@ -39,7 +43,7 @@ def layer_payload(layer: Any, protocol: int) -> tuple[dict, dict]:
         "custom_objects": _custom_objects.collect(config, [layer]),
         "dtype_policy": _rebuild.policy_json(layer),
     }
-    header = _format.make_header(obj=layer, kind=KIND_LAYER, body=body, checksum=dump_options().checksum)
+    header = _header(layer, KIND_LAYER, body)
     return header, body
 
 
@@ -50,15 +54,27 @@ def config_payload(obj: Any, kind: str) -> tuple[dict, dict]:
         "config": _rebuild.config_to_json(config, obj),
         "custom_objects": _custom_objects.collect(config, [obj]),
     }
-    header = _format.make_header(obj=obj, kind=kind, body=body, checksum=dump_options().checksum)
+    header = _header(obj, kind, body)
     return header, body
+
+
+def _header(obj: Any, kind: str, body: dict) -> dict:
+    cls = type(obj)
+    return schema.make_header(
+        class_path=f"{cls.__module__}.{cls.__qualname__}",
+        kind=kind,
+        body=body,
+        checksum=dump_options().checksum,
+        keras_version=keras.__version__,
+        backend=_backend.backend_name(),
+    )
 
 
 def object_from_payload(header: dict, body: dict, *, safe_mode: bool) -> Any:
     custom_objects = body.get("custom_objects") or {}
     if not isinstance(custom_objects, dict):
         raise KerasUnpicklingError("Corrupt keras_pickle payload: custom_objects is not a dict.")
-    custom_objects = {str(name): _safe.unwrap(obj) for name, obj in custom_objects.items()}
+    custom_objects = {str(name): unwrap(obj) for name, obj in custom_objects.items()}
     if header.get("kind") != KIND_LAYER:
         return _rebuild.from_config(body["config"], custom_objects, safe_mode=safe_mode)
     return _rebuild.rebuild_with_state(
@@ -68,12 +84,12 @@ def object_from_payload(header: dict, body: dict, *, safe_mode: bool) -> Any:
 
 def decode_state(body: dict) -> _state.CapturedState:
     return _state.CapturedState(
-        variables=[_format.decode_array(e) for e in body.get("variables", ())],
-        optimizer_variables=[_format.decode_array(e) for e in body.get("optimizer_variables", ())],
+        variables=[arrays.decode_array(e) for e in body.get("variables", ())],
+        optimizer_variables=[arrays.decode_array(e) for e in body.get("optimizer_variables", ())],
         layer_states=[
             _state.LayerState(
                 index=index,
-                own_variables=[_format.decode_array(e) for e in own],
+                own_variables=[arrays.decode_array(e) for e in own],
                 assets=[(str(path), bytes(content)) for path, content in assets],
             )
             for index, own, assets in body.get("layer_states", ())

@@ -11,6 +11,7 @@ from keras.src.backend.common import global_state
 from keras.src.saving import serialization_lib
 
 from . import _backend, _names, _state
+from ._wire import configs
 from .errors import KerasPickleError, KerasPicklingError, KerasUnpicklingError, LambdaLayerError
 
 
@@ -270,19 +271,11 @@ def _build_sublayers(layer: Any) -> None:
 
 def refuse_lambdas(config: Any) -> None:
     """Raise :class:`LambdaLayerError` for the first Lambda layer in ``config``."""
-    stack = [config]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, dict):
-            if node.get("class_name") == "Lambda" and str(node.get("module", "")).startswith("keras"):
-                inner = node.get("config")
-                name = inner.get("name", "?") if isinstance(inner, dict) else "?"
-                raise LambdaLayerError(
-                    f"Safe mode refused Lambda layer '{name}': loading it would run the Python "
-                    "code stored in the payload. If you trust the source of this payload, load "
-                    "it with keras_pickle.loads(data, safe_mode=False).",
-                    what=f"Lambda layer '{name}'",
-                )
-            stack.extend(node.values())
-        elif isinstance(node, list):
-            stack.extend(node)
+    for code in configs.lambdas(config):
+        if code.layer is not None:
+            raise LambdaLayerError(
+                f"Safe mode refused Lambda layer '{code.layer}': loading it would run the Python "
+                "code stored in the payload. If you trust the source of this payload, load "
+                "it with keras_pickle.loads(data, safe_mode=False).",
+                what=f"Lambda layer '{code.layer}'",
+            )

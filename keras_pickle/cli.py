@@ -1,73 +1,110 @@
-"""The ``keras-pickle`` command: ``demo``, ``check``, ``inspect`` and ``bench``."""
+"""The ``keras-pickle`` command: ``demo``, ``check``, ``inspect`` and ``bench``.
+
+``inspect`` and ``--help`` import neither Keras nor a backend (``inspect``
+reads bytes; it starts in the time Python does); ``check`` and ``demo``
+import Keras when they run.
+"""
 
 from __future__ import annotations
 
 import argparse
+import importlib
+import importlib.util
+import json
 import os
 import sys
+from pathlib import Path
+
+from ._inspect import inspect_all
+from .errors import KerasPickleError
+
+INSPECT_EXIT_CODES = """exit status:
+  0  every payload was described
+  1  the file cannot be read, or holds no readable keras_pickle payload
+  2  usage error
+  3  a checksum was recomputed (--verify) and does not match"""
+
+CHECK_EXIT_CODES = """exit status:
+  0  the object is pickle-safe
+  1  the object is not pickle-safe (each problem is listed)
+  2  usage error, or TARGET cannot be imported"""
 
 
 def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["bench"]:
+        return _bench_command(argv[1:])  # every other argument belongs to bench.py
+    args = _parser().parse_args(argv)
+    if args.command == "check":
+        return _check_command(args.target, as_json=args.json)
+    if args.command == "demo":
+        from . import demo  # imports Keras: only for this command
+
+        return demo.main()
+    return _inspect_command(args.file, verify=args.verify, as_json=args.json)
+
+
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="keras-pickle", description="Pickle Keras 3 models faithfully.")
     commands = parser.add_subparsers(dest="command", required=True)
     commands.add_parser("demo", help="Keras's built-in pickling vs keras_pickle through a spawn process pool")
     inspect_parser = commands.add_parser(
         "inspect",
         help="describe a pickled model without loading it (imports nothing the file names, runs none of its code)",
+        description="Describe the keras_pickle payloads in FILE without loading them: nothing the file names "
+        "is imported and none of its code runs; neither Keras nor a backend is imported.",
+        epilog=INSPECT_EXIT_CODES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     inspect_parser.add_argument("file", help="a file written by keras_pickle.dump, pickle.dump or joblib.dump")
     inspect_parser.add_argument("--verify", action="store_true", help="recompute the checksum, if the payload has one")
-    inspect_parser.add_argument("--json", action="store_true", help="print one JSON object per payload")
+    inspect_parser.add_argument(
+        "--json", action="store_true", help="print one JSON object per payload, one per line (keys: docs/guide.md)"
+    )
     commands.add_parser(
         "bench", help="benchmark Keras's pickling and keras_pickle side by side (benchmarks/bench.py --help)"
     )
-    check_parser = commands.add_parser("check", help="is an object pickle-safe? names every member that is not")
+    check_parser = commands.add_parser(
+        "check",
+        help="is an object pickle-safe? names every member that is not",
+        description="Import TARGET and report every member that pickle.dumps would fail on, by path.",
+        epilog=CHECK_EXIT_CODES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     check_parser.add_argument("target", help="module:attribute, e.g. my_training:dataset")
-    argv = sys.argv[1:] if argv is None else list(argv)
-    if argv[:1] == ["bench"]:
-        return _bench_command(argv[1:])  # every other argument belongs to bench.py
-    args = parser.parse_args(argv)
-    if args.command == "check":
-        return _check_command(args.target)
-    if args.command == "demo":
-        from . import demo
-
-        return demo.main()
-    if args.command == "inspect":
-        return _inspect_command(args.file, verify=args.verify, as_json=args.json)
-    parser.error(f"unknown command {args.command!r}")
-    return 2
+    check_parser.add_argument("--json", action="store_true", help="print the report as one JSON object")
+    return parser
 
 
-def _check_command(target: str) -> int:
-    """Exit status: 0 pickle-safe, 1 problems found, 2 target not found."""
-    import importlib
+def _error(command: str, message: str, *, as_json: bool, error_type: str) -> None:
+    print(f"keras-pickle {command}: {message}", file=sys.stderr)
+    if as_json:
+        print(json.dumps({"error": message, "error_type": error_type}))
 
-    from ._check import check
 
+def _check_command(target: str, *, as_json: bool) -> int:
     module_name, _, attribute = target.partition(":")
     if not module_name or not attribute:
-        print(f"keras-pickle check: expected module:attribute, got {target!r}", file=sys.stderr)
+        _error("check", f"expected module:attribute, got {target!r}", as_json=as_json, error_type="UsageError")
         return 2
+    from ._check import check  # imports Keras: only for this command
+
     sys.path.insert(0, os.getcwd())
     try:
         obj = importlib.import_module(module_name)
         for part in attribute.split("."):
             obj = getattr(obj, part)
     except (ImportError, AttributeError) as e:
-        print(f"keras-pickle check: cannot find {target}: {e}", file=sys.stderr)
+        _error("check", f"cannot find {target}: {e}", as_json=as_json, error_type=type(e).__name__)
         return 2
     report = check(obj, name=attribute)
-    print(report)
+    print(json.dumps(report.to_json()) if as_json else report)
     return 0 if report.ok else 1
 
 
 def _bench_command(bench_args: list[str]) -> int:
     """Run benchmarks/bench.py from the source tree keras_pickle is installed from."""
-    import importlib.util
-    from pathlib import Path
-
     script = Path(__file__).resolve().parent.parent / "benchmarks" / "bench.py"
     if not script.is_file():
         print(f"keras-pickle bench: {script} not found; run it from a source checkout.", file=sys.stderr)
@@ -79,24 +116,14 @@ def _bench_command(bench_args: list[str]) -> int:
 
 
 def _inspect_command(path: str, *, verify: bool, as_json: bool) -> int:
-    """Exit status: 0 described, 1 not a readable payload, 3 a checksum mismatch."""
-    import dataclasses
-    import json
-
-    from ._inspect import inspect_all
-    from .errors import KerasPickleError
-
     try:
         infos = inspect_all(path, verify=verify)
-    except OSError as e:
-        print(f"keras-pickle inspect: {e}", file=sys.stderr)
-        return 1
-    except KerasPickleError as e:
-        print(f"keras-pickle inspect: {e}", file=sys.stderr)
+    except (OSError, KerasPickleError) as e:
+        _error("inspect", str(e), as_json=as_json, error_type=type(e).__name__)
         return 1
     for number, info in enumerate(infos, 1):
         if as_json:
-            print(json.dumps(dataclasses.asdict(info), default=repr))
+            print(json.dumps(info.to_json()))
         else:
             if len(infos) > 1:
                 print(f"payload {number} of {len(infos)} in {path}")

@@ -28,3 +28,11 @@ def test_checksum_benchmark_runs_and_checks_what_it_times():
     rows = {line.split()[0]: line.split()[1:] for line in stdout.splitlines() if line.startswith(("dumps", "loads"))}
     assert set(rows) == {"dumps", "loads"}
     assert all(len(values) == 5 for values in rows.values())
+
+
+def test_startup_benchmark_shows_the_tools_import_no_framework():
+    stdout = run_script(REPO_DIR / "benchmarks" / "startup.py", "--repeat", "1")
+    frameworks = {line[:36].strip(): line.split("×", 1)[1].strip() for line in stdout.splitlines()[1:]}
+    for tool in ("import keras_pickle", "keras-pickle inspect FILE", "keras-pickle check --help"):
+        assert frameworks[tool] == "none", stdout
+    assert "keras" in frameworks["import keras"].split(", "), stdout

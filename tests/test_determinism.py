@@ -19,7 +19,9 @@ from keras.src.saving import serialization_lib
 
 import keras_pickle
 from keras_pickle import _names
-from keras_pickle._inspect import Global, _evaluate, _opened
+from keras_pickle._inspect.machine import evaluate
+from keras_pickle._inspect.opening import opened
+from keras_pickle._inspect.values import Global
 
 NAMES = ["functional", "subclassed"]
 # Builders in zoo. Between them: a nested Sequential, auto-named sublayers, seed
@@ -115,8 +117,8 @@ def canonical_config(config):
 
 def inspected_payload(data: bytes):
     """The payload's restore call, read by the inspector's stack machine (nothing runs), data held."""
-    with _opened(data) as pickle_input:
-        (payload,) = _evaluate(pickle_input, hold_data=True).payloads
+    with opened(data) as pickle_input:
+        (payload,) = evaluate(pickle_input, hold_data=True).payloads
     return payload
 
 

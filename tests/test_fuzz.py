@@ -30,7 +30,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import keras_pickle
-from keras_pickle import _format, _payload
+from keras_pickle import _format, _payload, limits
+from keras_pickle._wire import arrays, schema
 
 BUDGET = int(os.environ.get("KERAS_PICKLE_FUZZ_EXAMPLES", "1500"))
 LONG_SESSION = "KERAS_PICKLE_FUZZ_EXAMPLES" in os.environ
@@ -326,7 +327,7 @@ def nothing_decoded(monkeypatch):
     def forbidden(*args, **kwargs):
         raise AssertionError("the payload was decoded before it was refused")
 
-    monkeypatch.setattr(_format, "decode_array", forbidden)
+    monkeypatch.setattr(arrays, "decode_array", forbidden)
     monkeypatch.setattr(_payload, "object_from_payload", forbidden)
 
 
@@ -356,10 +357,10 @@ def loads_within(data: bytes, limit_bytes: int = 16 << 20) -> BaseException:
 def test_absurd_header_claims_are_refused_first(model, nothing_decoded, claim, limit_name, shown):
     header, body = reduced(model)
     error = loads_within(pickle.dumps(Forged({**header, **claim}, body), protocol=5))
-    assert isinstance(error, _format.ResourceLimitError) and isinstance(error, keras_pickle.KerasUnpicklingError)
-    assert error.limit_name == limit_name and error.limit == getattr(_format, limit_name)
-    assert shown in str(error) and f"keras_pickle._format.{limit_name}" in str(error)
-    assert keras_pickle.ResourceLimitError is _format.ResourceLimitError
+    assert isinstance(error, keras_pickle.ResourceLimitError) and isinstance(error, keras_pickle.KerasUnpicklingError)
+    assert error.limit_name == limit_name and error.limit == getattr(limits, limit_name)
+    assert shown in str(error) and f"keras_pickle.limits.{limit_name}" in str(error)
+    assert keras_pickle.ResourceLimitError is keras_pickle.errors.ResourceLimitError
 
 
 def test_a_variable_whose_shape_implies_terabytes_is_refused(model, nothing_decoded):
@@ -389,7 +390,7 @@ def test_header_claims_must_match_the_body(model, nothing_decoded):
 
 
 def test_too_many_layers_are_refused_before_keras_builds_them(model, nothing_decoded, monkeypatch):
-    monkeypatch.setattr(_format, "MAX_LAYERS", 2)
+    monkeypatch.setattr(limits, "MAX_LAYERS", 2)
     error = loads_within(keras_pickle.dumps(model))
     assert isinstance(error, keras_pickle.ResourceLimitError) and error.limit_name == "MAX_LAYERS"
     assert error.value == 3  # InputLayer, Scale, Dense
@@ -416,7 +417,7 @@ def test_huge_configs_are_refused_before_they_are_parsed(model, nothing_decoded,
     def parse(*args, **kwargs):
         raise AssertionError("the config was parsed")
 
-    monkeypatch.setattr(_format.json, "loads", parse)
+    monkeypatch.setattr(schema.json, "loads", parse)
     # Reading the stream holds the config twice (its UTF-8 bytes, then the str); parsing
     # the million layers would add about 300 MiB.
     error = loads_within(data, limit_bytes=int(2.2 * len(data)))

@@ -22,8 +22,9 @@ from helpers import PROBE_MODULE, run_python
 from test_fuzz import cpu_time_limit
 
 import keras_pickle
-from keras_pickle import _format, _inspect
+from keras_pickle import _format, limits
 from keras_pickle._inspect import inspect_all
+from keras_pickle._wire import checksum
 from keras_pickle.cli import main as cli_main
 
 
@@ -168,7 +169,7 @@ def test_out_of_band_payloads_report_sizes_from_the_entries(functional):
 def test_checksum_status_in_band(sequential):
     data = keras_pickle.dumps(sequential, checksum=True)
     info = keras_pickle.inspect(data)
-    algorithm = _format.CHECKSUM_ALGORITHM
+    algorithm = checksum.CHECKSUM_ALGORITHM
     assert info.checksum.startswith(f"{algorithm}:") and info.checksum_status == "present (not verified)"
     assert keras_pickle.inspect(data, verify=True).checksum_status == "verified"
     assert keras_pickle.inspect(pickle.dumps(sequential, protocol=2), verify=True).checksum_status == "absent"
@@ -398,19 +399,19 @@ def test_compressed_weights_are_read_as_a_stream_not_held(kind):
 
 
 def test_verifying_holds_in_band_data_only_within_max_held_bytes(monkeypatch):
-    before, after = large_weight_payload(64 * MiB, checksum=f"{_format.CHECKSUM_ALGORITHM}:0123456789abcdef")
+    before, after = large_weight_payload(64 * MiB, checksum=f"{checksum.CHECKSUM_ALGORITHM}:0123456789abcdef")
     bomb = compressed(bz2.BZ2Compressor(9), before, 64 * MiB, after)
-    monkeypatch.setattr(_inspect, "MAX_HELD_BYTES", 4 * MiB)
+    monkeypatch.setattr(limits, "MAX_HELD_BYTES", 4 * MiB)
     info, peak = traced_peak(keras_pickle.inspect, bomb, verify=True)
     assert info.checksum_status == (
         "present (not verified: its in-band data is larger than the inspector holds, "
-        "keras_pickle._inspect.MAX_HELD_BYTES)"
+        "keras_pickle.limits.MAX_HELD_BYTES)"
     )
     assert info.weight_bytes == 64 * MiB and peak < 16 * MiB, peak
     # Within the limit the data is held and checked: the forged checksum does not match.
-    monkeypatch.setattr(_inspect, "MAX_HELD_BYTES", 1 << 30)
+    monkeypatch.setattr(limits, "MAX_HELD_BYTES", 1 << 30)
     info = keras_pickle.inspect(bomb, verify=True)
-    assert info.checksum_status.startswith(f"MISMATCH (computed {_format.CHECKSUM_ALGORITHM}:")
+    assert info.checksum_status.startswith(f"MISMATCH (computed {checksum.CHECKSUM_ALGORITHM}:")
 
 
 # name: (compressor, the stream before the fill, the fill, limits to set, what the error says)
@@ -437,18 +438,18 @@ BOMBS = {
 
 @pytest.mark.parametrize("name", list(BOMBS))
 def test_compressed_bombs_end_with_a_keras_pickle_error(monkeypatch, name):
-    kind, before, fill, limits, expected = BOMBS[name]
+    kind, before, fill, lowered, expected = BOMBS[name]
     bomb = compressed(COMPRESSORS[kind](), before, BOMB_BYTES, fill=fill)
     assert len(bomb) < BOMB_BYTES // 500
-    for limit, value in limits.items():
-        monkeypatch.setattr(_inspect, limit, value)
+    for limit, value in lowered.items():
+        monkeypatch.setattr(limits, limit, value)
     error, peak = traced_peak(keras_pickle.inspect, bomb)
     assert isinstance(error, keras_pickle.KerasPickleError), error
     assert expected in str(error)
     if expected.startswith("MAX_"):
         assert isinstance(error, keras_pickle.ResourceLimitError) and error.limit_name == expected
-        assert error.limit == getattr(_inspect, expected) < error.value
-        assert f"keras_pickle._inspect.{expected}" in str(error)
+        assert error.limit == getattr(limits, expected) < error.value
+        assert f"keras_pickle.limits.{expected}" in str(error)
     assert peak < 16 * MiB, f"{peak} bytes allocated for {BOMB_BYTES} decompressed"
 
 
@@ -480,7 +481,7 @@ def test_shared_nested_values_are_described_in_bounded_time(tmp_path, where, exp
     # values. (The limit fails the test once a regressed repr returns.)
     nested = shared_nesting(26)
     _function, (header, body) = zoo.sequential().__reduce_ex__(5)
-    header = {**header, "checksum": f"{_format.CHECKSUM_ALGORITHM}:0123456789abcdef"}
+    header = {**header, "checksum": f"{checksum.CHECKSUM_ALGORITHM}:0123456789abcdef"}
     key, dtype, shape, data = body["variables"][0]
     if where in ("n_variables", "weight_bytes", "format_version"):
         header[where] = nested

@@ -10,7 +10,7 @@ import pytest
 import zoo
 
 import keras_pickle
-from keras_pickle import _allow
+from keras_pickle import _allow, _opt_in
 
 
 @pytest.fixture(autouse=True)
@@ -188,7 +188,7 @@ def test_allow_is_checked_kept_and_reset():
     keras_pickle.install(allow=("metrics",))
     keras_pickle.uninstall()
     try:
-        assert _allow.allowed() == frozenset()
+        assert _opt_in.allowed() == frozenset()
     finally:
         keras_pickle.install()
 
@@ -199,10 +199,10 @@ def test_a_process_that_loads_an_allowed_metric_can_send_it_back(monkeypatch):
     metric.update_state([4.0, 5.0])
     data = pickle.dumps(metric)
     # A worker: nothing allowed, and the user never called install(allow=...) there.
-    monkeypatch.setattr(_allow, "_allowed", frozenset())
-    monkeypatch.setattr(_allow, "_explicit", False)
+    monkeypatch.setattr(_opt_in, "_allowed", frozenset())
+    monkeypatch.setattr(_opt_in, "_explicit", False)
     restored = pickle.loads(data)
-    assert "metrics" in _allow.allowed()
+    assert "metrics" in _opt_in.allowed()
     assert float(pickle.loads(pickle.dumps(restored)).result()) == 4.5
 
 

@@ -17,7 +17,7 @@ import pytest
 from helpers import REPO_DIR, TESTS_DIR, assert_same_state, variable_values
 
 import keras_pickle
-from keras_pickle import _format
+from keras_pickle._wire import arrays
 
 ray = pytest.importorskip("ray", reason="Ray is not installed (pip install -e '.[test]' installs it)")
 
@@ -50,13 +50,13 @@ def ray_runtime():
 def arriving_weights(monkeypatch):
     """The type of the data each decoded weight array arrived in."""
     seen: list[type] = []
-    decode = _format.decode_array
+    decode = arrays.decode_array
 
     def spy(entry):
         seen.append(type(entry[3]))
         return decode(entry)
 
-    monkeypatch.setattr(_format, "decode_array", spy)
+    monkeypatch.setattr(arrays, "decode_array", spy)
     return seen
 
 

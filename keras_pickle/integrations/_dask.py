@@ -26,6 +26,12 @@ import pickle
 from types import FunctionType, ModuleType
 from typing import Any
 
+import keras
+import numpy as np
+import xxhash
+
+from ..errors import KerasPickleError
+
 _saved: list[tuple[Any, type, Any]] = []  # (dispatch, type, what it had) for uninstall
 _MISSING = object()
 
@@ -48,10 +54,6 @@ def keras_token(obj: Any) -> tuple:
     get Dask's own treatment (a random token, or TokenizationError when
     determinism is required).
     """
-    import xxhash
-
-    from ..errors import KerasPickleError
-
     buffers: list[pickle.PickleBuffer] = []
     stream_file = io.BytesIO()
     try:
@@ -109,8 +111,6 @@ def variables_nbytes(obj: Any) -> int:
 
 
 def _itemsize(dtype: Any) -> int:
-    import numpy as np
-
     try:
         return np.dtype(str(dtype)).itemsize
     except TypeError:
@@ -124,8 +124,6 @@ def _register(dispatch: Any, cls: type, function: Any) -> None:
     Keras classes looked up before (``Functional``, ``Sequential``) are
     registered too. Its ``_lookup`` table is read for that and for undoing.
     """
-    import keras
-
     targets = {cls} | {t for t in dispatch._lookup if isinstance(t, type) and issubclass(t, keras.Layer)}
     for target in targets:
         if dispatch._lookup.get(target) is function:
@@ -151,7 +149,6 @@ def _unregister(dispatch: Any) -> None:
 
 def register_serializer(module: ModuleType) -> None:
     """Replace Dask's Keras 2 serializer (on ``distributed.protocol`` import, or at install)."""
-    import keras
     from distributed.protocol.serialize import dask_serialize
 
     # The first lookup of a Keras class runs distributed's lazy Keras
@@ -169,7 +166,6 @@ def unregister_serializer(module: ModuleType) -> None:
 
 def register_tokenize(module: ModuleType) -> None:
     """Deterministic ``normalize_token`` and a truthful ``sizeof`` (on ``dask`` import, or at install)."""
-    import keras
     from dask.base import normalize_token
     from dask.sizeof import sizeof
 

@@ -25,8 +25,8 @@ Hook = Callable[[ModuleType], None]
 
 # module name -> (run after it is imported, run by activate() if it is already imported, undo)
 _HOOKS: dict[str, tuple[Hook, Hook | None, Hook | None]] = {
-    # install() itself wins back hooks replaced before it ran.
-    "scikeras": (_scikeras.reapply_hooks, None, None),
+    # Filled in by activate(): install() itself wins back hooks replaced before it ran.
+    "scikeras": (lambda module: None, None, None),
     "scikeras.wrappers": (_scikeras.patch_wrappers, _scikeras.patch_wrappers, _scikeras.unpatch_wrappers),
     "dask": (_dask.register_tokenize, _dask.register_tokenize, _dask.unregister_tokenize),
     "distributed.protocol": (_dask.register_serializer, _dask.register_serializer, _dask.unregister_serializer),
@@ -87,8 +87,13 @@ def _run(hook: Callable[[ModuleType], None], module: ModuleType) -> None:
         )
 
 
-def activate() -> None:
-    """Watch the modules that need a hook; hook the ones already imported."""
+def activate(reapply_hooks: Callable[[], None]) -> None:
+    """Watch the modules that need a hook; hook the ones already imported.
+
+    ``reapply_hooks`` puts keras_pickle's protocol methods back on Keras's
+    classes; it runs right after scikeras is imported (which replaces them).
+    """
+    _HOOKS["scikeras"] = (lambda module: reapply_hooks(), None, None)
     if not any(finder is _finder for finder in sys.meta_path):
         sys.meta_path.insert(0, _finder)
     for name, (_after_import, on_activate, _undo) in _HOOKS.items():

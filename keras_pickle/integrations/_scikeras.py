@@ -4,8 +4,9 @@ Two things, both applied only while keras_pickle is installed:
 
 * scikeras replaces ``keras.Model.__reduce__`` / ``__deepcopy__`` and the
   ``__reduce__`` of Loss, Metric and Optimizer when it is imported (config
-  only, or a ``.keras`` zip). :func:`reapply_hooks` runs right after that
-  import and puts keras_pickle's hooks back.
+  only, or a ``.keras`` zip). ``install()`` hands :func:`._imports.activate`
+  its ``reapply``, which runs right after that import and puts keras_pickle's
+  hooks back.
 * Given callback *classes* (``callbacks=[EarlyStopping]``,
   ``callbacks__patience=2``, the scikeras way), a fitted estimator keeps the
   instances it created in ``_fit_callbacks`` / ``_predict_callbacks``; they
@@ -22,6 +23,8 @@ from __future__ import annotations
 from types import ModuleType
 from typing import Any
 
+import keras
+
 _MARK = "__keras_pickle__"
 _MISSING = object()
 _DERIVED = ("_fit_callbacks", "_predict_callbacks")
@@ -30,12 +33,6 @@ _REDERIVE = "_keras_pickle_rederive_callbacks"
 
 _patched: dict[str, Any] = {}  # name -> what BaseWrapper had before
 _base: list[type] = []
-
-
-def reapply_hooks(module: ModuleType) -> None:
-    from .. import _mixins
-
-    _mixins.reapply()
 
 
 def _ours(function):
@@ -54,8 +51,6 @@ def _original(name: str):
 
 
 def _callback_ids(value: Any, found: set[int], depth: int = 0) -> set[int]:
-    import keras
-
     if isinstance(value, keras.callbacks.Callback):
         found.add(id(value))
     elif depth < 4 and isinstance(value, (list, tuple)):
@@ -99,10 +94,6 @@ def __setstate__(self, state):
 def patch_wrappers(module: ModuleType) -> None:
     base = getattr(module, "BaseWrapper", None)
     if base is None or getattr(base.__dict__.get("__getstate__"), _MARK, False):
-        return
-    from .. import _mixins
-
-    if not _mixins.is_installed():
         return
     _base[:] = [base]
     for name, function in (("__getstate__", __getstate__), ("__setstate__", __setstate__)):

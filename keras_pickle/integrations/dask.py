@@ -16,6 +16,8 @@ from collections.abc import Iterable
 
 from distributed.diagnostics.plugin import WorkerPlugin
 
+from .._install import install
+
 
 class InstallOnWorkers(WorkerPlugin):
     """Run :func:`keras_pickle.install` (with the same ``allow``) on each worker."""
@@ -26,6 +28,4 @@ class InstallOnWorkers(WorkerPlugin):
         self.allow = None if allow is None else tuple(allow)
 
     def setup(self, worker) -> None:
-        import keras_pickle
-
-        keras_pickle.install(allow=self.allow)
+        install(allow=self.allow)

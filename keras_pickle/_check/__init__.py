@@ -20,11 +20,8 @@ reveal, since it never reads them. ``obj`` is never modified.
 from __future__ import annotations
 
 import copyreg
-import dataclasses
-import inspect
 import io
 import pickle
-import re
 import socket
 import sys
 import threading
@@ -33,10 +30,12 @@ from typing import Any
 
 import keras
 import numpy as np
-from keras.src.models.functional import Functional
 
-from . import _allow, _custom_objects, _mixins, _payload, _rebuild
-from .errors import KerasPickleError, KerasPicklingError, PickleRefusedError, UnrecoverableConfigError
+from .. import _install, _mixins, _opt_in
+from ..errors import PickleRefusedError, UnrecoverableConfigError
+from . import layers
+from .report import CheckReport as CheckReport
+from .report import Problem as Problem
 
 _ATOMIC = (type(None), bool, int, float, complex, str, bytes, bytearray, range, slice, type(Ellipsis))
 _LOCK_TYPES = (type(threading.Lock()), type(threading.RLock()))
@@ -47,40 +46,6 @@ _KINDS = (
     (keras.metrics.Metric, "metrics"),
     (keras.callbacks.Callback, "callbacks"),
 )
-
-
-@dataclasses.dataclass(frozen=True)
-class Problem:
-    path: str
-    type_name: str
-    reason: str
-    advice: str
-
-    def __str__(self) -> str:
-        return f"{self.path} ({self.type_name}): {self.reason}\n    -> {self.advice}"
-
-
-@dataclasses.dataclass
-class CheckReport:
-    """What :func:`check` found. ``ok`` is True exactly when ``pickle.dumps`` of the object succeeds."""
-
-    root: str
-    problems: list[Problem]
-    notes: list[str] = dataclasses.field(default_factory=list)
-
-    @property
-    def ok(self) -> bool:
-        return not self.problems
-
-    def __str__(self) -> str:
-        if self.ok:
-            lines = [f"{self.root} is pickle-safe."]
-        else:
-            count = len(self.problems)
-            lines = [f"{self.root} is not pickle-safe: {count} problem{'s' if count > 1 else ''}."]
-            lines += [str(problem) for problem in self.problems]
-        lines += [f"note: {note}" for note in self.notes]
-        return "\n".join(lines)
 
 
 def check(obj: Any, *, name: str | None = None, protocol: int = pickle.HIGHEST_PROTOCOL) -> CheckReport:
@@ -192,14 +157,14 @@ class _Walker:
 
     def visit_layer(self, layer: Any, path: str) -> None:
         """A Keras layer or model: its config and custom objects, never its weights."""
-        if not _mixins.is_installed() and not _has_our_reducer(layer):
+        if not _install.is_installed() and not _has_our_reducer(layer):
             self.notes.append(
                 f"{path}: keras_pickle is not installed, so Keras's own pickling applies; call "
                 "keras_pickle.install() to carry custom objects and the full training state."
             )
-        error, custom_objects = _layer_failure(layer)
+        error, custom_objects = layers.layer_failure(layer)
         if error is not None:
-            for where, culprit, culprit_error in _culprits(layer, path, error):
+            for where, culprit, culprit_error in layers.culprits(layer, path, error):
                 self.layer_problem(where, culprit, culprit_error, named=culprit is not layer)
             return
         for name, obj in custom_objects.items():
@@ -208,8 +173,8 @@ class _Walker:
 
     def layer_problem(self, path: str, layer: Any, error: BaseException, *, named: bool) -> None:
         """``error`` (what pickling ``layer`` would raise) as a short reason and its fix."""
-        reason, advice = _reason_and_advice(str(error), "add or fix get_config() (and from_config())")
-        functions = _function_arguments(layer) if isinstance(error, UnrecoverableConfigError) else []
+        reason, advice = layers.reason_and_advice(str(error), "add or fix get_config() (and from_config())")
+        functions = layers.function_arguments(layer) if isinstance(error, UnrecoverableConfigError) else []
         if functions:
             names = ", ".join(name for name, _ in functions)
             reason += " " + " ".join(f"Its argument {name} is {what}." for name, what in functions)
@@ -238,19 +203,19 @@ class _Walker:
                 f"{path}: Keras pickles a {type(obj).__name__} from its config only; its state would be lost."
             )
             return
-        if not _allow.allows(kind, obj):
+        if not _opt_in.allows(kind, obj):
             try:
                 obj.__reduce_ex__(self.protocol)
             except PickleRefusedError as e:
-                reason, advice = _reason_and_advice(str(e), "")
+                reason, advice = layers.reason_and_advice(str(e), "")
                 self.problem(path, obj, f"refused by design: {reason}", advice)
                 return
             except Exception as e:
-                reason, advice = _reason_and_advice(str(e), "see the message above")
+                reason, advice = layers.reason_and_advice(str(e), "see the message above")
                 self.problem(path, obj, reason, advice)
                 return
         if kind == "callbacks":
-            # Pickled as its class and every attribute (_allow.allowed_reduce).
+            # Pickled as its class and every attribute (_opt_in.allowed_reduce).
             self.visit_class(type(obj), path)
             for name, value in vars(obj).items():
                 self.visit(value, f"{path}.{name}" if name.isidentifier() else _item_path(path, name))
@@ -259,7 +224,7 @@ class _Walker:
         try:
             _, (_, body, _) = obj.__reduce_ex__(self.protocol)
         except Exception as e:
-            reason, advice = _reason_and_advice(str(e), "see the message above")
+            reason, advice = layers.reason_and_advice(str(e), "see the message above")
             self.problem(path, obj, reason, advice)
             return
         for name, custom in (body.get("custom_objects") or {}).items():
@@ -329,96 +294,6 @@ def _kind(obj: Any) -> str | None:
         if isinstance(obj, cls):
             return kind
     return None
-
-
-def _lists_layers(layer: Any) -> bool:
-    """True for a model rebuilt from a config that lists its layers (Functional, Sequential)."""
-    return isinstance(layer, (keras.Sequential, Functional))
-
-
-def _layer_failure(layer: Any) -> tuple[BaseException | None, dict]:
-    """What pickling ``layer`` would raise (short of reading its weights), and its custom objects.
-
-    The same steps as ``_payload.layer_payload``, without capturing variables.
-    """
-    try:
-        _payload.check_constructor_recoverable(layer)
-        config = _payload._serialize(layer)
-        _rebuild.config_to_json(config, layer)
-        return None, _custom_objects.collect(config, [layer])
-    except KerasPickleError as e:
-        return e, {}
-    except Exception as e:
-        return KerasPicklingError(f"Cannot pickle {type(layer).__name__}: {type(e).__name__}: {e}"), {}
-
-
-def _own_constructor_failure(layer: Any) -> KerasPickleError | None:
-    """``_payload.check_constructor_recoverable`` for ``layer`` alone, not the layers it lists."""
-    cls = type(layer)
-    if cls.__module__.startswith("keras."):
-        return None
-    try:
-        if getattr(cls.get_config, "_is_default", False):
-            _payload._check_auto_config(layer)
-        if cls.from_config.__func__.__module__.startswith("keras."):
-            _payload._check_config_fits_constructor(layer)
-    except KerasPickleError as e:
-        return e
-    return None
-
-
-def _culprits(layer: Any, path: str, error: BaseException) -> list[tuple[str, Any, BaseException]]:
-    """Where to report ``error``: the layer itself if its own constructor cannot be recovered,
-    and, recursively, each layer its config lists that fails on its own; else the layer itself.
-
-    Configs only: each sublayer's config is produced, never its weights.
-    """
-    found: list[tuple[str, Any, BaseException]] = []
-    own = _own_constructor_failure(layer)
-    if own is not None:
-        found.append((path, layer, own))
-    if _lists_layers(layer):
-        for index, sublayer in enumerate(layer.layers):
-            sub_error, _ = _layer_failure(sublayer)
-            if sub_error is not None:
-                found += _culprits(sublayer, f"{path}.layers[{index}]", sub_error)
-    return found or [(path, layer, error)]
-
-
-_MESSAGE_PREFIX = re.compile(r"^(?:Refusing to pickle|Cannot pickle) [\w.<>]+: ")
-
-
-def _reason_and_advice(message: str, default_advice: str) -> tuple[str, str]:
-    """A keras_pickle error message as (why, what to do): its first sentence, then the rest."""
-    text = _MESSAGE_PREFIX.sub("", " ".join(message.split()), count=1)
-    depth = 0
-    for index, char in enumerate(text):
-        if char in "([{":
-            depth += 1
-        elif char in ")]}":
-            depth = max(depth - 1, 0)
-        elif char == "." and depth == 0 and text[index + 1 : index + 2] == " ":
-            if text[index - 3 : index + 1] == "e.g.":
-                continue
-            return text[: index + 1], text[index + 2 :]
-    return text, default_advice or text
-
-
-def _function_arguments(layer: Any) -> list[tuple[str, str]]:
-    """Constructor arguments of ``layer`` (kept as attributes of that name) that are lambdas or local functions."""
-    try:
-        parameters = inspect.signature(type(layer).__init__).parameters
-    except (TypeError, ValueError):
-        return []
-    found = []
-    for name in parameters:
-        value = vars(layer).get(name)
-        qualname = getattr(value, "__qualname__", "")
-        if isinstance(value, types.FunctionType) and "<lambda>" in qualname:
-            found.append((name, "a lambda"))
-        elif isinstance(value, types.FunctionType) and "<locals>" in qualname:
-            found.append((name, f"a function defined inside a function ({qualname})"))
-    return found
 
 
 def _type_name(obj: Any) -> str:

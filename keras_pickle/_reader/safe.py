@@ -7,14 +7,17 @@ if it is one of:
   objects pickled under ``install(allow=...)``, ``keras_pickle._allow.
   restore_with_state`` / ``restore_callback``, which check their input);
 * numpy's array, dtype and scalar reconstruction functions (an array's
-  size checked against ``_format.MAX_ARRAY_BYTES`` before numpy allocates
+  size checked against ``limits.MAX_ARRAY_BYTES`` before numpy allocates
   it; never an object array made from nothing);
 * ``_codecs.encode`` with the latin-1 codec (how protocols 0-2 spell
   ``bytes``; any other codec would import its module);
-* a class deriving from a Keras base class (layer, model, loss, metric,
-  optimizer, initializer, regularizer, constraint, learning-rate schedule,
-  callback), or a plain Python function, from a module that is already
+* a class deriving from one of the classes the caller allows (keras_pickle's
+  loader passes Keras's bases: layer, model, loss, metric, optimizer,
+  initializer, regularizer, constraint, learning-rate schedule, callback,
+  dtype policy), or a plain Python function, from a module that is already
   imported and is not part of the standard library.
+
+This module imports no Keras: the allowed bases come from the caller.
 
 Keras classes and custom objects are handed to the stream as *inert
 references*: the unpickler cannot call them, instantiate them or read their
@@ -43,24 +46,11 @@ from typing import Any
 
 import numpy as np
 
-from . import _format
-from .errors import UnsafePayloadError
-
-_CALLABLE_GLOBALS = {
-    ("keras_pickle._format", "restore"),
-    # Objects pickled under install(allow=...): a restore payload plus plain state.
-    ("keras_pickle._allow", "restore_with_state"),
-    ("keras_pickle._allow", "restore_callback"),
-    ("numpy.core.multiarray", "_reconstruct"),
-    ("numpy._core.multiarray", "_reconstruct"),
-    ("numpy.core.multiarray", "scalar"),
-    ("numpy._core.multiarray", "scalar"),
-    ("numpy.core.numeric", "_frombuffer"),
-    ("numpy._core.numeric", "_frombuffer"),
-    ("numpy", "ndarray"),
-    ("numpy", "dtype"),
-    ("_codecs", "encode"),
-}
+from .. import limits
+from .._wire.refs import InertReference
+from .._wire.reprs import bounded_repr
+from ..errors import UnsafePayloadError
+from .allowlist import CALLABLE_GLOBALS, is_stdlib
 
 
 def looks_like_keras_native(head: bytes) -> bool:
@@ -74,52 +64,6 @@ KERAS_NATIVE_HINT = (
     "keras_pickle.loads(data, safe_mode=False) only if you trust its source, then "
     "re-pickle it with keras_pickle."
 )
-
-
-class InertReference:
-    """A class or function the stream names but may not call.
-
-    Calling it raises :class:`UnsafePayloadError`; keras_pickle's
-    reconstructor unwraps it with :func:`unwrap`.
-    """
-
-    __slots__ = ("target", "qualified_name")
-
-    def __init__(self, target: Any, qualified_name: str):
-        self.target = target
-        self.qualified_name = qualified_name
-
-    def __call__(self, *args, **kwargs):
-        raise UnsafePayloadError(
-            f"Safe mode refused to call {self.qualified_name} while unpickling: only "
-            "keras_pickle's reconstructor and numpy array reconstruction may run.",
-            what=self.qualified_name,
-        )
-
-    def __repr__(self) -> str:
-        return f"<inert reference to {self.qualified_name}>"
-
-
-def unwrap(value: Any) -> Any:
-    return value.target if isinstance(value, InertReference) else value
-
-
-def _keras_bases() -> tuple[type, ...]:
-    import keras
-
-    return (
-        keras.src.saving.keras_saveable.KerasSaveable,
-        keras.initializers.Initializer,
-        keras.regularizers.Regularizer,
-        keras.constraints.Constraint,
-        keras.optimizers.schedules.LearningRateSchedule,
-        keras.callbacks.Callback,
-        keras.DTypePolicy,
-    )
-
-
-def _is_stdlib(module: str) -> bool:
-    return module.split(".", 1)[0] in sys.stdlib_module_names or module == "builtins"
 
 
 def _already_imported(module: str, name: str, qualified: str) -> Any:
@@ -166,7 +110,7 @@ _NDARRAY = _NdarrayType()
 
 
 def _checked_reconstruct(subtype: Any, shape: Any, dtype: Any) -> np.ndarray:
-    """numpy's ``_reconstruct`` for a plain ndarray of at most ``_format.MAX_ARRAY_BYTES``.
+    """numpy's ``_reconstruct`` for a plain ndarray of at most ``limits.MAX_ARRAY_BYTES``.
 
     numpy pickles an array as ``_reconstruct(ndarray, (0,), b"b")`` followed
     by ``BUILD`` with the real shape, dtype and data (whose size bounds the
@@ -174,7 +118,7 @@ def _checked_reconstruct(subtype: Any, shape: Any, dtype: Any) -> np.ndarray:
     """
     if subtype is not _NDARRAY:
         raise UnsafePayloadError(
-            f"Safe mode refused numpy _reconstruct of {_format.bounded_repr(subtype)}: only numpy.ndarray.",
+            f"Safe mode refused numpy _reconstruct of {bounded_repr(subtype)}: only numpy.ndarray.",
             what="numpy.core.multiarray._reconstruct",
         )
     try:
@@ -182,14 +126,14 @@ def _checked_reconstruct(subtype: Any, shape: Any, dtype: Any) -> np.ndarray:
         dtype = np.dtype(dtype)
     except (TypeError, ValueError, OverflowError) as e:
         raise UnsafePayloadError(
-            f"Safe mode refused numpy _reconstruct with shape {_format.bounded_repr(shape)} and dtype "
-            f"{_format.bounded_repr(dtype)}: {type(e).__name__}.",
+            f"Safe mode refused numpy _reconstruct with shape {bounded_repr(shape)} and dtype "
+            f"{bounded_repr(dtype)}: {type(e).__name__}.",
             what="numpy.core.multiarray._reconstruct",
         ) from e
     nbytes = math.prod(dims) * max(dtype.itemsize, 1)
-    if dtype.hasobject or min(dims, default=0) < 0 or nbytes > _format.MAX_ARRAY_BYTES:
+    if dtype.hasobject or min(dims, default=0) < 0 or nbytes > limits.MAX_ARRAY_BYTES:
         raise UnsafePayloadError(
-            f"Safe mode refused numpy _reconstruct of a {dtype} array of shape {_format.bounded_repr(shape)}: "
+            f"Safe mode refused numpy _reconstruct of a {dtype} array of shape {bounded_repr(shape)}: "
             "numpy's own pickles start from an empty array of a plain dtype.",
             what="numpy.core.multiarray._reconstruct",
         )
@@ -200,7 +144,7 @@ def _latin1_encode(text: Any, encoding: Any = "utf-8", errors: Any = "strict") -
     """``_codecs.encode`` as protocols 0-2 use it for ``bytes``: latin-1 only (other codecs import modules)."""
     if encoding not in ("latin1", "latin-1") or not isinstance(text, str) or errors != "strict":
         raise UnsafePayloadError(
-            f"Safe mode refused _codecs.encode with codec {_format.bounded_repr(encoding)}: pickles spell bytes "
+            f"Safe mode refused _codecs.encode with codec {bounded_repr(encoding)}: pickles spell bytes "
             "with latin1 only, and another codec would import its module.",
             what="_codecs.encode",
         )
@@ -236,7 +180,14 @@ def _check_keys(keys: list) -> None:
 
 
 class SafeUnpickler(pickle._Unpickler):
-    """The pure-Python unpickler, resolving only what the module docstring lists and BUILD-ing only numpy objects."""
+    """The pure-Python unpickler, resolving only what the module docstring lists and BUILD-ing only numpy objects.
+
+    ``allowed_bases``: the classes whose subclasses the stream may name (as inert references).
+    """
+
+    def __init__(self, file, *, allowed_bases: tuple[type, ...], buffers=None):
+        super().__init__(file, buffers=buffers)
+        self._allowed_bases = allowed_bases
 
     def _load_build(self) -> None:
         target = self.stack[-2] if len(self.stack) >= 2 else None
@@ -285,9 +236,9 @@ class SafeUnpickler(pickle._Unpickler):
 
     def find_class(self, module: str, name: str) -> Any:
         qualified = f"{module}.{name}"
-        if (module, name) in _CALLABLE_GLOBALS:
+        if (module, name) in CALLABLE_GLOBALS:
             return _already_imported(module, name, qualified)
-        if _is_stdlib(module):
+        if is_stdlib(module):
             raise UnsafePayloadError(
                 f"Safe mode refused global {qualified}: the payload asks for a standard-library "
                 "callable, which a keras_pickle payload never does. Do not load this data "
@@ -308,7 +259,7 @@ class SafeUnpickler(pickle._Unpickler):
             target = inspect.getattr_static(target, part, None)
             if target is None:
                 raise UnsafePayloadError(f"Safe mode refused global {qualified}: no such attribute.", what=qualified)
-        allowed_class = isinstance(target, type) and issubclass(target, _keras_bases())
+        allowed_class = isinstance(target, type) and issubclass(target, self._allowed_bases)
         allowed_function = isinstance(target, types.FunctionType)
         if not (allowed_class or allowed_function):
             raise UnsafePayloadError(

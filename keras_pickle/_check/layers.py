@@ -1,0 +1,104 @@
+"""How a Keras layer or model would fail to pickle, judged from its config, never its weights."""
+
+from __future__ import annotations
+
+import inspect
+import re
+import types
+from typing import Any
+
+import keras
+from keras.src.models.functional import Functional
+
+from .. import _custom_objects, _payload, _rebuild
+from ..errors import KerasPickleError, KerasPicklingError
+
+
+def lists_layers(layer: Any) -> bool:
+    """True for a model rebuilt from a config that lists its layers (Functional, Sequential)."""
+    return isinstance(layer, (keras.Sequential, Functional))
+
+
+def layer_failure(layer: Any) -> tuple[BaseException | None, dict]:
+    """What pickling ``layer`` would raise (short of reading its weights), and its custom objects.
+
+    The same steps as ``_payload.layer_payload``, without capturing variables.
+    """
+    try:
+        _payload.check_constructor_recoverable(layer)
+        config = _payload._serialize(layer)
+        _rebuild.config_to_json(config, layer)
+        return None, _custom_objects.collect(config, [layer])
+    except KerasPickleError as e:
+        return e, {}
+    except Exception as e:
+        return KerasPicklingError(f"Cannot pickle {type(layer).__name__}: {type(e).__name__}: {e}"), {}
+
+
+def own_constructor_failure(layer: Any) -> KerasPickleError | None:
+    """``_payload.check_constructor_recoverable`` for ``layer`` alone, not the layers it lists."""
+    cls = type(layer)
+    if cls.__module__.startswith("keras."):
+        return None
+    try:
+        if getattr(cls.get_config, "_is_default", False):
+            _payload._check_auto_config(layer)
+        if cls.from_config.__func__.__module__.startswith("keras."):
+            _payload._check_config_fits_constructor(layer)
+    except KerasPickleError as e:
+        return e
+    return None
+
+
+def culprits(layer: Any, path: str, error: BaseException) -> list[tuple[str, Any, BaseException]]:
+    """Where to report ``error``: the layer itself if its own constructor cannot be recovered,
+    and, recursively, each layer its config lists that fails on its own; else the layer itself.
+
+    Configs only: each sublayer's config is produced, never its weights.
+    """
+    found: list[tuple[str, Any, BaseException]] = []
+    own = own_constructor_failure(layer)
+    if own is not None:
+        found.append((path, layer, own))
+    if lists_layers(layer):
+        for index, sublayer in enumerate(layer.layers):
+            sub_error, _ = layer_failure(sublayer)
+            if sub_error is not None:
+                found += culprits(sublayer, f"{path}.layers[{index}]", sub_error)
+    return found or [(path, layer, error)]
+
+
+MESSAGE_PREFIX = re.compile(r"^(?:Refusing to pickle|Cannot pickle) [\w.<>]+: ")
+
+
+def reason_and_advice(message: str, default_advice: str) -> tuple[str, str]:
+    """A keras_pickle error message as (why, what to do): its first sentence, then the rest."""
+    text = MESSAGE_PREFIX.sub("", " ".join(message.split()), count=1)
+    depth = 0
+    for index, char in enumerate(text):
+        if char in "([{":
+            depth += 1
+        elif char in ")]}":
+            depth = max(depth - 1, 0)
+        elif char == "." and depth == 0 and text[index + 1 : index + 2] == " ":
+            if text[index - 3 : index + 1] == "e.g.":
+                continue
+            return text[: index + 1], text[index + 2 :]
+    return text, default_advice or text
+
+
+def function_arguments(layer: Any) -> list[tuple[str, str]]:
+    """Constructor arguments of ``layer`` (kept as attributes of that name) that are lambdas or local functions."""
+    try:
+        parameters = inspect.signature(type(layer).__init__).parameters
+    except (TypeError, ValueError):
+        return []
+    found = []
+    for name in parameters:
+        value = vars(layer).get(name)
+        qualname = getattr(value, "__qualname__", "")
+        if isinstance(value, types.FunctionType) and "<lambda>" in qualname:
+            found.append((name, "a lambda"))
+        elif isinstance(value, types.FunctionType) and "<locals>" in qualname:
+            found.append((name, f"a function defined inside a function ({qualname})"))
+    return found

@@ -1,0 +1,349 @@
+"""Describing one payload the machine found: a :class:`~.report.PayloadInfo`, from plain data only."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from collections.abc import Iterator
+from typing import Any
+
+from .. import limits
+from .._reader.allowlist import refused_outright
+from .._wire import checksum as wire_checksum
+from .._wire import configs
+from .._wire.arrays import wire_itemsize
+from .._wire.refs import InertReference, qualified_name
+from .._wire.schema import FORMAT_NAME, FORMAT_VERSION
+from ..errors import KerasPickleError
+from .machine import Stream
+from .report import PayloadInfo
+from .values import Blob, Call, Global, OutOfBand, describe_argument, describe_callable, short, some
+
+
+def describe(stream: Stream, payload: Call, *, verify: bool, buffers: list | None) -> PayloadInfo:
+    header, body = payload.args[:2]
+    warnings: list[str] = []
+    if not isinstance(header, dict):
+        warnings.append(f"the header is a {type(header).__name__}, not a dict: keras_pickle refuses it")
+        header = {}
+    elif header.get("format") != FORMAT_NAME:
+        warnings.append("the header lacks the keras_pickle marker: keras_pickle refuses it")
+    if not isinstance(body, dict):
+        warnings.append(f"the body is a {type(body).__name__}, not a dict: keras_pickle refuses it")
+        body = {}
+
+    version = header.get("format_version")
+    if isinstance(version, int) and not isinstance(version, bool) and version > FORMAT_VERSION:
+        warnings.append(
+            f"format version {short(version)} is newer than this keras_pickle reads (up to "
+            f"{FORMAT_VERSION}): pip install --upgrade keras-pickle"
+        )
+
+    config_text = body.get("config")
+    config: Any = None
+    if isinstance(config_text, str) and len(config_text) > limits.MAX_CONFIG_CHARS:
+        warnings.append(
+            f"the config is {len(config_text):,} characters long, more than the inspector parses "
+            "(keras_pickle.limits.MAX_CONFIG_CHARS): its layers are not counted"
+        )
+    elif isinstance(config_text, str):
+        try:
+            config = json.loads(config_text)
+        except (ValueError, RecursionError) as e:
+            warnings.append(f"the config is not valid JSON ({type(e).__name__})")
+    else:
+        warnings.append("the body has no config")
+
+    sections = [
+        ("variables", _entries(body.get("variables", ()), "variables", warnings)),
+        ("optimizer_variables", _entries(body.get("optimizer_variables", ()), "optimizer_variables", warnings)),
+    ]
+    states = body.get("layer_states", ())
+    state_entries: list = []
+    if isinstance(states, list):
+        for state in states:
+            if isinstance(state, tuple) and len(state) == 3:
+                state_entries.extend(_entries(state[1], "layer_states", warnings))
+            else:
+                warnings.append("a layer_states entry is not an (index, variables, assets) tuple")
+    else:
+        warnings.append("layer_states is not a list")
+    sections.append(("layer_states", state_entries))
+
+    n_variables = sum(len(entries) for _name, entries in sections)
+    weight_bytes = sum(e.nbytes for _name, entries in sections for e in entries)
+    n_params = sum(e.size for e in sections[0][1] if not e.key.endswith("seed_generator_state"))
+    for entry in (e for _name, entries in sections for e in entries):
+        if entry.problem:
+            warnings.append(entry.problem)
+
+    claimed_n, claimed_bytes = header.get("n_variables"), header.get("weight_bytes")
+    if claimed_n != n_variables:
+        warnings.append(f"the header claims {short(claimed_n)} variables, the body holds {n_variables}")
+    if claimed_bytes != weight_bytes:
+        warnings.append(
+            f"the header claims {short(claimed_bytes)} weight bytes, the body's shapes need {weight_bytes}"
+        )
+
+    custom = body.get("custom_objects", {})
+    custom_objects: list[str] = []
+    if isinstance(custom, dict):
+        for value in custom.values():
+            if isinstance(value, Global):
+                custom_objects.append(f"{value.module}.{value.name}")
+            elif isinstance(value, Call):
+                custom_objects.append(f"<by value: built by {describe_callable(value.function)}>")
+            else:
+                custom_objects.append(f"<a {type(value).__name__}>")
+    else:
+        warnings.append("custom_objects is not a dict")
+
+    if stream.unexpected_calls:
+        calls = some(stream.unexpected_calls, more=stream.more_unexpected)
+        warnings.append(f"the pickle calls {calls}: keras_pickle.loads (safe mode) refuses it")
+    refused = [f"{m}.{n}" for m, n in stream.globals if refused_outright(m, n)]
+    if refused:
+        warnings.append("the pickle names " + some(refused) + ", which safe mode refuses")
+    if stream.persistent_ids:
+        warnings.append("the pickle uses persistent ids, which keras_pickle payloads never do")
+
+    checksum = header.get("checksum")
+    status = _checksum_status(checksum, header, body, sections, verify=verify, buffers=buffers)
+    if status.startswith("MISMATCH"):
+        warnings.append("the content does not match its checksum: it was changed or damaged")
+
+    def text(key: str) -> str | None:
+        value = header.get(key)
+        return value if isinstance(value, str) else None
+
+    def plain(value: Any) -> Any:
+        """Header values as reported: None, 64-bit ints and short strings as they are, anything else as a short repr."""
+        if value is None or (isinstance(value, int) and not isinstance(value, bool) and value.bit_length() < 64):
+            return value
+        if isinstance(value, str) and len(value) <= 200:
+            return value
+        return describe_argument(value, 0)
+
+    return PayloadInfo(
+        format_version=plain(version),
+        keras_version=text("keras_version"),
+        backend=text("backend"),
+        model_class=text("class"),
+        kind=text("kind"),
+        protocol=stream.protocol,
+        n_layers=configs.count_top_layers(config),
+        n_params=n_params,
+        n_variables=n_variables,
+        n_optimizer_variables=len(sections[1][1]),
+        weight_bytes=weight_bytes,
+        out_of_band_buffers=stream.out_of_band,
+        header_n_variables=plain(claimed_n),
+        header_weight_bytes=plain(claimed_bytes),
+        custom_objects=tuple(dict.fromkeys(custom_objects)),
+        imports=tuple(stream.globals),
+        lambda_layers=tuple(str(code) for code in configs.lambdas(config)),
+        checksum=checksum if isinstance(checksum, str) else None,
+        checksum_status=status,
+        warnings=tuple(dict.fromkeys(warnings)),
+    )
+
+
+@dataclasses.dataclass
+class _Entry:
+    key: str
+    dtype: str
+    shape: tuple
+    size: int
+    nbytes: int
+    data: Any
+    problem: str | None = None
+
+
+def _entries(entries: Any, section: str, warnings: list[str]) -> list[_Entry]:
+    if not isinstance(entries, (list, tuple)):
+        warnings.append(f"{section} is a {type(entries).__name__}, not a list")
+        return []
+    result = []
+    for entry in entries:
+        if not (isinstance(entry, tuple) and len(entry) == 4):
+            warnings.append(f"an entry of {section} is not a (path, dtype, shape, data) tuple")
+            continue
+        key, dtype, shape, data = entry
+        problem = None
+        if not _plausible_shape(shape):
+            problem = f"{section} entry {short(key)} has an invalid shape {short(shape)}"
+            shape = ()
+        elif any(d < 0 for d in shape):
+            problem = f"{section} entry {short(key)} has a negative dimension {short(shape)}"
+        itemsize = wire_itemsize(dtype)
+        if itemsize is None:
+            problem = problem or f"{section} entry {short(key)} has an invalid dtype {short(dtype)}"
+            itemsize = 0
+        size = math.prod(shape) if shape else 1
+        nbytes = size * itemsize
+        if problem is None:
+            length = _data_length(data)
+            if length is not None and length != nbytes:
+                problem = f"{section} entry {short(key)} holds {length} bytes; its shape and dtype need {nbytes}"
+            elif not isinstance(data, (bytes, bytearray, Blob, OutOfBand)):
+                problem = f"{section} entry {short(key)} holds a {type(data).__name__}, not raw bytes"
+        name = key if isinstance(key, str) else short(key)
+        dtype_name = dtype if isinstance(dtype, str) else short(dtype)
+        result.append(_Entry(name, dtype_name, shape, size, nbytes, data, problem))
+    return result
+
+
+def _plausible_shape(shape: Any) -> bool:
+    """A tuple of at most MAX_ARRAY_RANK ints of at most 64 bits (so that sizes stay cheap to compute)."""
+    return (
+        isinstance(shape, tuple)
+        and len(shape) <= limits.MAX_ARRAY_RANK
+        and all(isinstance(d, int) and not isinstance(d, bool) and d.bit_length() <= 64 for d in shape)
+    )
+
+
+def _data_length(data: Any) -> int | None:
+    """How many bytes an entry's in-band data holds (None when it is not in-band bytes)."""
+    if isinstance(data, (bytes, bytearray)):
+        return len(data)
+    if isinstance(data, Blob):
+        return data.nbytes
+    return None
+
+
+def _checksum_status(checksum: Any, header: dict, body: dict, sections, *, verify: bool, buffers: list | None) -> str:
+    if checksum is None:
+        return "absent"
+    if not isinstance(checksum, str):
+        return f"invalid ({type(checksum).__name__} in the header)"
+    if not verify:
+        return "present (not verified)"
+    entries = [e for _name, section in sections for e in section]
+    if any(isinstance(e.data, OutOfBand) for e in entries):
+        if buffers is None:
+            return "present (not verified: the out-of-band buffers were not given)"
+    if _holds_blobs(body):
+        return (
+            "present (not verified: its in-band data is larger than the inspector holds, "
+            "keras_pickle.limits.MAX_HELD_BYTES)"
+        )
+    resolved = _with_buffers(body, buffers)
+    if resolved is None or not _checksummable(header, resolved):
+        return "present (not verified: the payload is malformed)"
+    algorithm = checksum.partition(":")[0]
+    names = _custom_object_names(resolved.get("custom_objects", {}))
+    if names is None:
+        if algorithm == wire_checksum.CHECKSUM_ALGORITHM:  # it covers the names, known only once the objects are built
+            return "present (not verified: a custom object is pickled by value)"
+        names = {}
+    try:
+        actual = wire_checksum.content_checksum(header, resolved, algorithm, names)
+    except KerasPickleError:
+        return f"present (not verified: unknown algorithm {short(algorithm)})"
+    except Exception:
+        return "present (not verified: the payload is malformed)"
+    return "verified" if actual == checksum else f"MISMATCH (computed {actual})"
+
+
+def _custom_object_names(custom: dict) -> dict[str, str] | None:
+    """The qualified name each custom object's key resolves to, as the loader's checksum covers them.
+
+    None when an object is pickled by value: its name is known only once it is built.
+    """
+    names = {}
+    for key, value in custom.items():
+        if not isinstance(value, Global):
+            return None
+        names[key] = qualified_name(InertReference(None, f"{value.module}.{value.name}"))
+    return names
+
+
+def _checksummable(header: dict, body: dict) -> bool:
+    """Whether every value the checksum feeds (as its repr) is plain, so that computing it is cheap.
+
+    Checks what :func:`keras_pickle._wire.checksum.content_checksum` reads: the
+    header's fields, the body's scalars, every entry's key, dtype, shape and data,
+    every asset's path and content, and the custom objects' keys. Shared nested values
+    make a repr exponential; they are refused here rather than fed.
+    """
+    if not all(isinstance(key, str) and _plain(value) for key, value in header.items()):
+        return False
+    if not all(_plain(body.get(key)) for key in ("config", "optimizer_built", "dtype_policy")):
+        return False
+    custom = body.get("custom_objects", {})
+    if not (isinstance(custom, dict) and all(isinstance(key, str) for key in custom)):
+        return False
+    states = body.get("layer_states", [])
+    if not (isinstance(states, list) and all(isinstance(s, tuple) and len(s) == 3 for s in states)):
+        return False
+    sections = [body.get("variables", []), body.get("optimizer_variables", [])] + [s[1] for s in states]
+    for entries in sections:
+        if not isinstance(entries, list):
+            return False
+        for entry in entries:
+            if not (isinstance(entry, tuple) and len(entry) == 4 and all(_plain(part) for part in entry)):
+                return False
+    for index, _own, assets in states:
+        if not (_plain(index) and isinstance(assets, list)):
+            return False
+        if not all(isinstance(a, tuple) and len(a) == 2 and _plain(a[0]) and _plain(a[1]) for a in assets):
+            return False
+    return True
+
+
+def _plain(value: Any, depth: int = 1) -> bool:
+    """A scalar (an int of at most 64 bits), or a tuple or list of at most 64 of them: its repr is cheap."""
+    if value is None or isinstance(value, (bool, float, str, bytes, bytearray, memoryview)):
+        return True
+    if isinstance(value, int):
+        return value.bit_length() <= 64
+    if isinstance(value, (tuple, list)) and depth > 0 and len(value) <= 64:
+        return all(_plain(item, depth - 1) for item in value)
+    return False
+
+
+def _holds_blobs(body: dict) -> bool:
+    """Whether data the checksum covers was skipped rather than held (then it cannot be verified)."""
+    return any(isinstance(data, Blob) for data in _checksummed_data(body))
+
+
+def _checksummed_data(body: dict) -> Iterator[Any]:
+    """The data of every well-formed entry and asset of ``body``."""
+    states = [s for s in _sequence(body.get("layer_states")) if isinstance(s, tuple) and len(s) == 3]
+    sections = [body.get("variables"), body.get("optimizer_variables")] + [state[1] for state in states]
+    for entries in sections:
+        yield from (e[3] for e in _sequence(entries) if isinstance(e, tuple) and len(e) == 4)
+    for state in states:
+        yield from (a[1] for a in _sequence(state[2]) if isinstance(a, tuple) and len(a) == 2)
+
+
+def _sequence(value: Any) -> list | tuple:
+    return value if isinstance(value, (list, tuple)) else ()
+
+
+def _with_buffers(body: dict, buffers: list | None) -> dict | None:
+    """The body with every out-of-band placeholder replaced by its buffer."""
+
+    def data(value: Any) -> Any:
+        if isinstance(value, OutOfBand):
+            if buffers is None or value.index >= len(buffers):
+                raise IndexError("missing out-of-band buffer")
+            return memoryview(buffers[value.index])
+        return value
+
+    def entries(items: Any) -> list:
+        return [(k, d, s, data(v)) for k, d, s, v in items]
+
+    try:
+        resolved = dict(body)
+        for section in ("variables", "optimizer_variables"):
+            if section in body:
+                resolved[section] = entries(body[section])
+        if "layer_states" in body:
+            resolved["layer_states"] = [(i, entries(own), assets) for i, own, assets in body["layer_states"]]
+        if not isinstance(resolved.get("custom_objects", {}), dict):
+            return None
+        return resolved
+    except (TypeError, ValueError, IndexError):
+        return None

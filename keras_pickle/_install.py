@@ -1,0 +1,125 @@
+"""``install()`` / ``uninstall()``: the mixins' protocol methods on Keras's own classes.
+
+``install()`` copies the protocol methods of :mod:`keras_pickle._mixins` onto
+``keras.Layer``, ``keras.Model``, ``keras.losses.Loss``,
+``keras.optimizers.Optimizer``, ``keras.metrics.Metric`` and
+``keras.callbacks.Callback``, so that ``pickle``, ``copy``, joblib, cloudpickle
+and friends use keras_pickle for every Keras object; ``uninstall()`` puts back
+exactly what was there. Importing this module registers "install on first
+load" with the reconstructor: a process that loads a payload pickles the same way.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import keras
+
+from . import _opt_in, integrations
+from ._mixins import (
+    PROTOCOL_ATTRS,
+    CallbackPickleMixin,
+    LayerPickleMixin,
+    LossPickleMixin,
+    MetricPickleMixin,
+    OptimizerPickleMixin,
+)
+from ._reconstruct import after_restore
+
+_MISSING = object()
+_lock = threading.RLock()
+
+_originals: dict[tuple[type, str], Any] = {}
+_uninstalled_explicitly = False
+
+
+def _targets() -> list[tuple[type, type]]:
+    return [
+        (keras.Layer, LayerPickleMixin),
+        # scikeras patches Model directly; Model's own attributes must be ours.
+        (keras.Model, LayerPickleMixin),
+        (keras.losses.Loss, LossPickleMixin),
+        (keras.optimizers.Optimizer, OptimizerPickleMixin),
+        (keras.metrics.Metric, MetricPickleMixin),
+        (keras.callbacks.Callback, CallbackPickleMixin),
+    ]
+
+
+def _patches() -> list[tuple[type, str, Callable]]:
+    patches = []
+    for cls, mixin in _targets():
+        for klass in mixin.__mro__:
+            for name in PROTOCOL_ATTRS:
+                if name in klass.__dict__ and not any(p[:2] == (cls, name) for p in patches):
+                    patches.append((cls, name, klass.__dict__[name]))
+    return patches
+
+
+def install(allow: Iterable[str] | None = None) -> None:
+    """Make ``pickle`` and ``copy`` use keras_pickle for Keras objects.
+
+    Idempotent. Calling it again re-applies any hook that another library
+    replaced since; a library known to replace them on import (scikeras) is
+    watched, and the hooks are re-applied right after it is imported.
+
+    ``allow`` opts in to pickling objects that are refused by default, with
+    their complete state: ``"metrics"`` (config and every variable, so the
+    accumulated state), ``"callbacks"`` (every attribute; one that cannot be
+    pickled fails naming it) and ``"optimizers"`` (only optimizers that are
+    not built: a built optimizer's slots belong to its model's variables).
+    ``None`` (the default) keeps the current setting; ``()`` refuses again.
+    """
+    global _uninstalled_explicitly
+    with _lock:
+        if allow is not None:
+            _opt_in.set_allowed(allow)
+        for cls, name, function in _patches():
+            if cls.__dict__.get(name, _MISSING) is function:
+                continue
+            _originals.setdefault((cls, name), cls.__dict__.get(name, _MISSING))
+            setattr(cls, name, function)
+        _uninstalled_explicitly = False
+        integrations.activate(reapply_hooks=reapply)
+
+
+def reapply() -> None:
+    """Re-apply the hooks if keras_pickle is installed (after a library replaced them)."""
+    with _lock:
+        if _originals and not _uninstalled_explicitly:
+            install()
+
+
+def uninstall() -> None:
+    """Restore exactly the hooks Keras's classes had before ``install()``."""
+    global _uninstalled_explicitly
+    with _lock:
+        integrations.deactivate()
+        _opt_in.reset()
+        for (cls, name), original in _originals.items():
+            if original is _MISSING:
+                if name in cls.__dict__:
+                    delattr(cls, name)
+            else:
+                setattr(cls, name, original)
+        _originals.clear()
+        _uninstalled_explicitly = True
+
+
+def is_installed() -> bool:
+    """True when every keras_pickle hook is in place on Keras's classes."""
+    return all(cls.__dict__.get(name) is function for cls, name, function in _patches())
+
+
+def install_on_first_load() -> None:
+    """Install when a payload is loaded, unless the user uninstalled explicitly.
+
+    A worker that receives a keras_pickle payload then sends its results back
+    in the same format.
+    """
+    if not _uninstalled_explicitly and not is_installed():
+        install()
+
+
+after_restore(install_on_first_load)

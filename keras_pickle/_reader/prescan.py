@@ -1,0 +1,167 @@
+"""Checks on a pickle stream before any unpickler reads it: lengths, memo indices, foreign formats.
+
+CPython's unpickler allocates what a length field announces before it reads
+the data, and grows its memo to the largest index stored: a few hostile bytes
+cost gigabytes. :func:`check_lengths` walks the opcodes (skipping, never
+reading, their data) and refuses such claims first. :func:`foreign_format`
+names files that are never pickles (a ``.keras`` zip, HDF5, ``.npy``, gzip).
+"""
+
+from __future__ import annotations
+
+import io
+import pickletools
+from collections.abc import Callable
+from typing import IO
+
+from ..errors import NotAPayloadError
+
+# How each opcode's argument is laid out (pickletools' ArgumentDescriptor.n):
+# a fixed size, up to a newline, or a length prefix of 1, 4 or 8 bytes.
+_ARGUMENT_SIZES = {op.code.encode("latin-1")[0]: (op.arg.n if op.arg else 0, op.name) for op in pickletools.opcodes}
+_LENGTH_PREFIXES = {
+    pickletools.TAKEN_FROM_ARGUMENT1: (1, False),
+    pickletools.TAKEN_FROM_ARGUMENT4: (4, True),
+    pickletools.TAKEN_FROM_ARGUMENT4U: (4, False),
+    pickletools.TAKEN_FROM_ARGUMENT8U: (8, False),
+}
+_STOP = ord(".")
+
+
+def check_lengths(file: IO[bytes], describe: Callable[[], str]) -> None:
+    """Refuse a pickle whose length fields claim more data than the file holds.
+
+    CPython's unpickler allocates the object a ``BINBYTES`` / ``BINBYTES8`` /
+    ``BYTEARRAY8`` opcode announces *before* reading its data, so ten bytes
+    claiming a 16 GiB string make it allocate 16 GiB. This walks the opcodes
+    (skipping, never reading, their data) and compares every length with what
+    is left. Anything else malformed is left to the unpickler to report. Files
+    that cannot seek are not checked.
+    """
+    try:
+        start = file.tell()
+        end = file.seek(0, io.SEEK_END)
+        file.seek(start)
+    except (AttributeError, OSError, ValueError):
+        return
+    try:
+        _walk_lengths(file, start, end, describe)
+    except (OSError, ValueError, TypeError, IndexError):
+        pass  # an odd file object: the unpickler reports its errors
+    finally:
+        file.seek(start)
+
+
+def _walk_lengths(file: IO[bytes], start: int, end: int, describe: Callable[[], str]) -> None:
+    read, seek = file.read, file.seek
+    position = start
+    while position < end:
+        code = read(1)
+        if not code:
+            return
+        position += 1
+        if code[0] == _STOP:
+            return
+        layout = _ARGUMENT_SIZES.get(code[0])
+        if layout is None:
+            return  # not an opcode: the unpickler says what is wrong
+        size, name = layout
+        if size == pickletools.UP_TO_NEWLINE:
+            lines = 2 if name in ("GLOBAL", "INST") else 1
+            for _ in range(lines):
+                line = file.readline()
+                position += len(line)
+            if name == "PUT":
+                index = _c_integer(line)
+                if index is not None:
+                    _check_memo_index(name, index, position - len(line) - 1 - start, position - start, describe)
+            if not line.endswith(b"\n"):
+                return  # the data ends here: the unpickler's next read fails
+            continue
+        if name == "LONG_BINPUT":
+            prefix = read(4)
+            if len(prefix) < 4:
+                return
+            position += 4
+            index = int.from_bytes(prefix, "little")
+            _check_memo_index(name, index, position - 5 - start, position - start, describe)
+            continue
+        if size in _LENGTH_PREFIXES or name == "FRAME":
+            width, signed = _LENGTH_PREFIXES.get(size, (8, False))
+            prefix = read(width)
+            if len(prefix) < width:
+                return
+            position += width
+            length = int.from_bytes(prefix, "little", signed=signed)
+            if length < 0:
+                return  # BINSTRING's negative count: the unpickler refuses it
+            if length > end - position:
+                raise NotAPayloadError(
+                    f"Not a keras_pickle payload: {describe()} is truncated or corrupt: its {name} opcode "
+                    f"at byte {position - width - 1 - start} announces {length:,} bytes, but only "
+                    f"{end - position:,} follow.",
+                    found=describe(),
+                )
+            if name == "FRAME":
+                continue  # the frame's content is opcodes: walk them
+            position = seek(length, io.SEEK_CUR)
+            continue
+        position = seek(size, io.SEEK_CUR)
+
+
+def _c_integer(line: bytes) -> int | None:
+    """The integer CPython's C unpickler reads from a text argument, or None if it reads none.
+
+    It parses the line as a C string, so it stops at the first NUL byte:
+    ``b"1\\0garbage\\n"`` is 1 to it, though ``int()`` refuses it. (Found by atheris:
+    the pre-scan stopped at such a PUT, and a LONG_BINPUT bomb after it went unseen.)
+    """
+    try:
+        return int(line.split(b"\0", 1)[0])
+    except ValueError:
+        return None
+
+
+def _check_memo_index(name: str, index: int, at: int, read_so_far: int, describe: Callable[[], str]) -> None:
+    """CPython's unpickler grows its memo to twice the largest index stored, and
+    zeroes it: ``LONG_BINPUT 539780469`` alone costs 8 GiB. A pickler numbers
+    memo entries from 0, one per PUT, so no honest index exceeds the bytes read."""
+    if index > read_so_far:
+        raise NotAPayloadError(
+            f"Not a keras_pickle payload: {describe()} is corrupt: its {name} opcode at byte {at} stores "
+            f"memo entry {index:,}, more than the {read_so_far:,} bytes before it could have numbered "
+            "(unpickling it would allocate memory for every entry below).",
+            found=describe(),
+        )
+
+
+def peek(file: IO[bytes], size: int = 4096) -> bytes:
+    """The first bytes ``file`` will yield, without consuming them (if seekable)."""
+    try:
+        position = file.tell()
+        head = file.read(size)
+        file.seek(position)
+    except (AttributeError, OSError, ValueError):
+        return b""
+    return head if isinstance(head, bytes) else b""
+
+
+SIGNATURES = (
+    (b"PK\x03\x04", "a zip archive (a .keras file? load it with keras.saving.load_model)"),
+    (b"\x89HDF", "an HDF5 file (an .h5 model? load it with keras.saving.load_model)"),
+    (b"\x93NUMPY", "a .npy file"),
+    (b"\x1f\x8b", "gzip-compressed data"),
+)
+
+
+def foreign_format(head: bytes) -> str | None:
+    """What a file starting with ``head`` is, if it is a known format that is never a pickle."""
+    for signature, description in SIGNATURES:
+        if head.startswith(signature):
+            return description
+    return None
+
+
+def describe_bytes(view: memoryview) -> str:
+    head = bytes(view[:8])
+    return foreign_format(head) or f"{view.nbytes} bytes starting with {head!r}"

@@ -1,0 +1,88 @@
+"""The reconstructor every payload calls: ``keras_pickle._format.restore(header, body)``.
+
+It validates the header before touching the body, the body before decoding
+anything (:mod:`keras_pickle._wire.schema`), rebuilds the object
+(:mod:`keras_pickle._payload`), runs the hooks registered with
+:func:`after_restore` (``install()`` registers "install on first load", so
+that a worker that received a model sends results back the same way), and
+raises only :class:`~keras_pickle.KerasUnpicklingError` subclasses.
+
+The function is defined here and published as ``keras_pickle._format.restore``
+(``_format`` is a thin module at the top of the package): that dotted path is
+part of the format, and pickle records it from the function's ``__module__``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from . import _options, _payload
+from ._wire import schema
+from ._wire.refs import InertReference
+from ._wire.reprs import shorten
+from .errors import KerasPickleError, KerasUnpicklingError
+
+_after_restore: list[Callable[[], None]] = []
+
+
+def after_restore(hook: Callable[[], None]) -> None:
+    """Run ``hook()`` after every successful :func:`restore` (once registered; idempotent)."""
+    if hook not in _after_restore:
+        _after_restore.append(hook)
+
+
+def published_as(module: str) -> Callable[[Callable], Callable]:
+    """Record ``module`` as the function's home, the path pickle writes (the module must re-export it)."""
+
+    def publish(function: Callable) -> Callable:
+        function.__module__ = module
+        return function
+
+    return publish
+
+
+@published_as(schema.RESTORE[0])
+def restore(header, body):
+    """Rebuild a Keras object from a keras_pickle payload.
+
+    This is the function every keras_pickle pickle calls; its path is part of the format.
+    """
+    header = schema.check_header(header)
+    safe_mode = _options.load_options().safe_mode
+    body = schema.check_body(header, body, is_custom_object=_custom_object_check(safe_mode))
+    try:
+        obj = _payload.object_from_payload(header, body, safe_mode=safe_mode)
+    except KerasPickleError:
+        raise
+    except Exception as e:
+        root = root_cause(e)
+        raise KerasUnpicklingError(
+            f"Could not rebuild {header.get('class', 'the object')} from its payload: "
+            f"{type(root).__name__}: {shorten(str(root))}",
+            original_error=e,
+        ) from e
+    for hook in _after_restore:
+        hook()
+    _options.note_restored()
+    return obj
+
+
+def _custom_object_check(safe_mode: bool) -> Callable[[Any], bool]:
+    """What a custom object in the body may be: in safe mode, an inert reference that the
+    restricted unpickler made (anything else was not named by a global); else a class or function."""
+    if safe_mode:
+        return lambda value: isinstance(value, InertReference)
+    return lambda value: callable(value) and value is not restore
+
+
+def root_cause(error: BaseException) -> BaseException:
+    """The innermost exception of a chain (Keras wraps errors several times)."""
+    seen = set()
+    while id(error) not in seen:
+        seen.add(id(error))
+        inner = error.__cause__ or error.__context__
+        if inner is None:
+            break
+        error = inner
+    return error

@@ -1,0 +1,41 @@
+"""The keras_pickle wire format, format version 2 (reads 1 and 2). Imports neither Keras nor a backend.
+
+A pickled Keras object is the call ``keras_pickle._format.restore(header, body)``:
+
+``header`` (a dict of plain values, read first)
+    ``format`` ("keras_pickle"), ``format_version``, ``keras_version``,
+    ``backend``, ``class`` (dotted path of the pickled object's class),
+    ``kind`` ("layer"; "loss", "metric" or "optimizer" for a config-only
+    payload, the latter two only as part of an object pickled under
+    ``install(allow=...)``), ``n_variables``, ``weight_bytes`` and
+    ``checksum`` (``None``, or ``"xxh3_64+header:<hex>"`` over the other
+    header fields, the body and the custom objects' names; ``"xxh3_64:<hex>"``,
+    over the body only, in format version 1).
+
+``body`` (a dict)
+    ``config``: the object's Keras config as a JSON string (including its
+    build and compile configs, object-sharing ids numbered 1, 2, 3... in
+    order of appearance); ``variables`` and ``optimizer_variables``: lists of
+    ``(path, dtype, shape, data)`` in the order of ``obj.variables`` /
+    ``obj.optimizer.variables``, loaded by position; ``path`` is a key for
+    errors and inspection, never interpreted on load (a name that does
+    not depend on the writing process, ``block/dense/kernel``,
+    ``dropout/seed_generator_state``, ``block/dense/kernel/momentum``; older
+    payloads hold Keras's variable path); ``dtype_policy``: the object's own
+    dtype policy as JSON, Keras's global policy while it is rebuilt (absent
+    in format version 1); ``optimizer_built``: whether the optimizer had
+    created its slots; ``layer_states``: state that layers keep outside Keras
+    variables (lookup tables, vocabularies), as ``(layer_index, [(key, dtype,
+    shape, data)], [(asset_path, bytes)])``; ``custom_objects``: the custom
+    classes and functions the config names, keyed by the names Keras looks up.
+
+``data`` is the raw bytes of a C-contiguous array: a ``PickleBuffer`` under
+protocol 5, so that ``buffer_callback`` receives every weight out of band,
+and ``bytes`` under protocols 0-4. No zip, no HDF5, no numpy pickling.
+
+One module per concern: :mod:`.schema` (names, versions, header and body
+validation), :mod:`.arrays` (array codecs), :mod:`.checksum`, :mod:`.configs`
+(reading a decoded Keras config), :mod:`.refs` (inert references),
+:mod:`.reprs` (bounded reprs of untrusted values). The limits are in
+:mod:`keras_pickle.limits`.
+"""

@@ -1,0 +1,154 @@
+"""Array codecs: one variable on the wire is ``(path, dtype, shape, data)``.
+
+``dtype`` is numpy's type string (``"<f4"``), or the name of an extension
+float type (``"bfloat16"``), which has none; ``data`` is the raw bytes of a
+C-contiguous array, a ``PickleBuffer`` under protocol 5 (handed out of band)
+and ``bytes`` under protocols 0-4.
+"""
+
+from __future__ import annotations
+
+import math
+import pickle
+from collections.abc import Iterable
+
+import numpy as np
+
+from .. import limits
+from ..errors import KerasUnpicklingError, StateMismatchError
+from .reprs import bounded_repr, shorten
+
+WireArray = tuple  # (path_or_key, dtype, shape, data)
+
+# Extension types (ml_dtypes) with no portable numpy type string, and their item sizes.
+EXTENSION_ITEMSIZES = {
+    "bfloat16": 2,
+    "float8_e4m3fn": 1,
+    "float8_e5m2": 1,
+    "float8_e4m3fnuz": 1,
+    "float8_e5m2fnuz": 1,
+    "int4": 1,
+    "uint4": 1,
+}
+
+
+def dtype_to_wire(dtype: np.dtype) -> str:
+    dtype = np.dtype(dtype)
+    if dtype.name in EXTENSION_ITEMSIZES:
+        return dtype.name
+    return dtype.str
+
+
+def _is_plain(dtype: np.dtype) -> bool:
+    """A plain numeric dtype: no objects, fields or subarrays."""
+    return not (dtype.hasobject or dtype.fields is not None or dtype.subdtype is not None)
+
+
+def wire_itemsize(name: object) -> int | None:
+    """Bytes per item of a wire dtype, or None if ``name`` is not one; imports no extension types."""
+    if not isinstance(name, str) or len(name) > 64:  # numpy type strings are short
+        return None
+    if name in EXTENSION_ITEMSIZES:
+        return EXTENSION_ITEMSIZES[name]
+    try:
+        dtype = np.dtype(name)
+    except (TypeError, ValueError, SyntaxError, OverflowError):
+        return None
+    return dtype.itemsize if _is_plain(dtype) else None
+
+
+def dtype_from_wire(name: object) -> np.dtype:
+    """The numpy dtype a wire dtype names; KerasUnpicklingError for anything but a plain numeric one."""
+    if not isinstance(name, str):
+        raise KerasUnpicklingError(f"Invalid dtype in payload: {bounded_repr(name)}.")
+    if name in EXTENSION_ITEMSIZES:
+        import ml_dtypes  # installed with Keras; only extension float types need it
+
+        return np.dtype(getattr(ml_dtypes, name))
+    try:
+        dtype = np.dtype(name)
+    except Exception as e:  # numpy raises TypeError, ValueError or SyntaxError for junk
+        raise KerasUnpicklingError(f"Invalid dtype in payload: {bounded_repr(name)}.", original_error=e) from e
+    if not _is_plain(dtype):
+        raise KerasUnpicklingError(f"Refusing dtype {bounded_repr(name)}: only plain numeric dtypes are stored.")
+    return dtype
+
+
+def encode_array(key: str, array: np.ndarray, protocol: int) -> WireArray:
+    """One array on the wire: out of band under protocol 5, bytes otherwise."""
+    array = np.asarray(array, order="C")
+    raw = array.reshape(-1).view(np.uint8)
+    data = pickle.PickleBuffer(raw) if protocol >= 5 else raw.tobytes()
+    return (key, dtype_to_wire(array.dtype), tuple(int(d) for d in array.shape), data)
+
+
+def decode_array(entry: object) -> tuple[str, np.ndarray]:
+    """The inverse of :func:`encode_array`, without copying the data."""
+    if not (isinstance(entry, tuple) and len(entry) == 4):
+        raise KerasUnpicklingError(f"Invalid array entry in payload: {type(entry).__name__}.")
+    key, dtype_name, shape, data = entry
+    dtype = dtype_from_wire(dtype_name)
+    if not (isinstance(shape, tuple) and all(isinstance(d, int) and d >= 0 for d in shape)):
+        raise KerasUnpicklingError(f"Invalid shape for {bounded_repr(key)} in payload: {bounded_repr(shape)}.")
+    try:
+        buffer = memoryview(data).cast("B")
+    except TypeError as e:
+        raise KerasUnpicklingError(
+            f"Invalid data for {bounded_repr(key)} in payload: {type(data).__name__} is not a buffer.",
+            original_error=e,
+        ) from e
+    expected = math.prod(shape) * dtype.itemsize
+    if buffer.nbytes != expected:
+        raise StateMismatchError(
+            f"Variable {bounded_repr(key)} has {buffer.nbytes} bytes of data; its shape {shape} and "
+            f"dtype {dtype.name} need {expected}. The payload is truncated or corrupt.",
+            path=str(key),
+        )
+    if expected == 0:
+        return key, np.zeros(shape, dtype)
+    return key, np.frombuffer(buffer, dtype=dtype).reshape(shape)
+
+
+def wire_nbytes(entries: Iterable[WireArray]) -> int:
+    return sum(memoryview(entry[3]).nbytes for entry in entries)
+
+
+def check_entry(entry: object, section: str) -> int:
+    """Validate one ``(path, dtype, shape, data)`` entry; return its byte count.
+
+    The shape is checked against the limits before anything else, and the
+    data must be a buffer of exactly the size shape and dtype imply.
+    """
+    if not (isinstance(entry, tuple) and len(entry) == 4):
+        raise KerasUnpicklingError(
+            f"Corrupt keras_pickle payload: an entry of {section} is a {type(entry).__name__}, "
+            "not a (path, dtype, shape, data) tuple."
+        )
+    key, dtype_name, shape, data = entry
+    if not isinstance(key, str):
+        raise KerasUnpicklingError(
+            f"Corrupt keras_pickle payload: an entry of {section} has a {type(key).__name__} as its path."
+        )
+    if not (isinstance(shape, tuple) and all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in shape)):
+        raise KerasUnpicklingError(f"Invalid shape for {key!r} in payload: {bounded_repr(shape)}.")
+    limits.check_limit("MAX_ARRAY_RANK", len(shape), f"variable {key!r} has {len(shape)} dimensions")
+    dtype = dtype_from_wire(dtype_name)
+    nbytes = math.prod(shape) * dtype.itemsize
+    what = (
+        f"variable {key!r} of shape {shorten(repr(shape), 200)} and dtype {dtype.name} "
+        f"needs {limits.human_bytes(nbytes)}"
+    )
+    limits.check_limit("MAX_ARRAY_BYTES", nbytes, what)
+    try:
+        actual = memoryview(data).nbytes
+    except TypeError as e:
+        raise KerasUnpicklingError(
+            f"Invalid data for {key!r} in payload: {type(data).__name__} is not a buffer.", original_error=e
+        ) from e
+    if actual != nbytes:
+        raise StateMismatchError(
+            f"Variable {key!r} has {actual} bytes of data; its shape {shape} and dtype {dtype.name} "
+            f"need {nbytes}. The payload is truncated or corrupt.",
+            path=key,
+        )
+    return nbytes

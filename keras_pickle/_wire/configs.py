@@ -1,0 +1,82 @@
+"""Reading a decoded Keras config (plain JSON data): one walk, several questions.
+
+Loading asks how many layers a config lists (a resource limit) and whether it
+holds a Lambda layer (safe mode refuses it); collecting custom objects asks
+which classes and functions it names; the inspector asks all of these without
+Keras. Each question is a fold over :func:`iter_nodes`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any, NamedTuple
+
+
+def iter_nodes(config: Any, descend: Callable[[dict], bool] | None = None) -> Iterator[dict]:
+    """Every dict in ``config``, depth first in document order; lists and tuples are searched.
+
+    ``descend(node)`` False skips the values of ``node`` (the node itself is yielded).
+    Iterative: a config nested a million deep costs memory, not the C stack.
+    """
+    stack = [config]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            yield node
+            if descend is None or descend(node):
+                stack.extend(reversed(list(node.values())))
+        elif isinstance(node, (list, tuple)):
+            stack.extend(reversed(node))
+
+
+def object_refs(config: Any) -> Iterator[dict]:
+    """Every ``{"module", "class_name", ...}`` entry: the objects a config names."""
+    return (node for node in iter_nodes(config) if "class_name" in node and "module" in node)
+
+
+def _is_lambda_layer(node: dict) -> bool:
+    return node.get("class_name") == "Lambda" and str(node.get("module", "")).startswith("keras")
+
+
+class LambdaCode(NamedTuple):
+    """Python code stored in a config: a Lambda layer (``layer`` is its name) or an inline lambda."""
+
+    layer: str | None
+
+    def __str__(self) -> str:
+        return "<inline Python lambda>" if self.layer is None else self.layer
+
+
+def lambdas(config: Any) -> list[LambdaCode]:
+    """The Lambda layers, and the inline Python lambdas outside them, in document order."""
+    found = []
+    for node in iter_nodes(config, descend=lambda n: not (_is_lambda_layer(n) or n.get("class_name") == "__lambda__")):
+        if _is_lambda_layer(node):
+            inner = node.get("config")
+            found.append(LambdaCode(str(inner.get("name", "?")) if isinstance(inner, dict) else "?"))
+        elif node.get("class_name") == "__lambda__":
+            found.append(LambdaCode(None))
+    return found
+
+
+def count_listed_layers(config: Any) -> int:
+    """Layer configs listed anywhere in the config (nested models included): what MAX_LAYERS bounds."""
+    return sum(len(node["layers"]) for node in iter_nodes(config) if isinstance(node.get("layers"), list))
+
+
+def count_top_layers(config: Any) -> int | None:
+    """How many layers the config lists at its top level (``len(model.layers)``).
+
+    ``None`` when the config does not list its layers: a subclassed model
+    (whose constructor creates them) or a single layer.
+    """
+    if not isinstance(config, dict):
+        return None
+    inner = config.get("config")
+    layers = inner.get("layers") if isinstance(inner, dict) else None
+    if not isinstance(layers, list):
+        return None
+    if config.get("class_name") == "Sequential":
+        # Sequential.layers leaves out the InputLayer its config records.
+        return sum(1 for layer in layers if not (isinstance(layer, dict) and layer.get("class_name") == "InputLayer"))
+    return len(layers)

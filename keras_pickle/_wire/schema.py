@@ -1,0 +1,271 @@
+"""The payload's schema: names, versions and kinds, and the checks of header and body.
+
+Every check here runs before the reconstructor decodes a single array or asks
+Keras to build anything; each failure is a
+:class:`~keras_pickle.KerasUnpicklingError` that says what was found.
+"""
+
+from __future__ import annotations
+
+import json
+import pickle
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from .. import limits
+from .._version import __version__
+from ..errors import ChecksumMismatchError, FormatVersionError, KerasUnpicklingError, NotAPayloadError
+from .arrays import WireArray, check_entry, wire_nbytes
+from .checksum import CHECKSUM_ALGORITHM, CHECKSUM_ALGORITHMS, checksum_algorithm, content_checksum
+from .configs import count_listed_layers
+from .reprs import as_text, bounded_repr, shorten
+
+FORMAT_NAME = "keras_pickle"
+FORMAT_VERSION = 2
+"""Version 2 added the body's ``dtype_policy``, the kinds "metric" and "optimizer", and the
+``xxh3_64+header`` checksum; version 1 payloads load as they always did."""
+KIND_LAYER, KIND_LOSS, KIND_METRIC, KIND_OPTIMIZER = KINDS = ("layer", "loss", "metric", "optimizer")
+
+RESTORE = ("keras_pickle._format", "restore")
+"""The reconstructor every payload calls, ``restore(header, body)``: part of the format, never renamed."""
+RESTORE_WITH_STATE = ("keras_pickle._allow", "restore_with_state")
+"""``restore_with_state(header, body, state)``: a config payload plus the state of an allowed
+metric or unbuilt optimizer (``install(allow=...)``)."""
+RESTORE_CALLBACK = ("keras_pickle._allow", "restore_callback")
+"""``restore_callback(cls, attributes)``: an allowed callback (or a ``History``)."""
+RECONSTRUCTORS = (RESTORE, RESTORE_WITH_STATE, RESTORE_CALLBACK)
+
+HEADER_FIELDS = frozenset(
+    ("format", "format_version", "keras_version", "backend", "class", "kind", "n_variables", "weight_bytes", "checksum")
+)
+"""Every header holds exactly these fields (format versions 1 and 2)."""
+
+_CONFIG_BODY_FIELDS = frozenset(("config", "custom_objects"))
+_LAYER_BODY_FIELDS_V1 = _CONFIG_BODY_FIELDS | {"variables", "optimizer_variables", "optimizer_built", "layer_states"}
+_LAYER_BODY_FIELDS = _LAYER_BODY_FIELDS_V1 | {"dtype_policy"}
+
+
+def make_header(*, class_path: str, kind: str, body: dict, checksum: bool, keras_version: str, backend: str) -> dict:
+    """The header of ``body``: what it holds, who wrote it, and (if asked) its checksum."""
+    arrays = list(body_arrays(body))
+    header = {
+        "format": FORMAT_NAME,
+        "format_version": FORMAT_VERSION,
+        "keras_version": keras_version,
+        "backend": backend,
+        "class": class_path,
+        "kind": kind,
+        "n_variables": len(arrays),
+        "weight_bytes": wire_nbytes(arrays),
+        "checksum": None,
+    }
+    if checksum:
+        header["checksum"] = content_checksum(header, body, CHECKSUM_ALGORITHM)
+    return header
+
+
+def body_arrays(body: dict) -> Iterable[WireArray]:
+    """Every array entry of a (well-formed) body: variables, optimizer variables, layer state."""
+    yield from body.get("variables", ())
+    yield from body.get("optimizer_variables", ())
+    for _index, own_variables, _assets in body.get("layer_states", ()):
+        yield from own_variables
+
+
+# --------------------------------------------------------------------------
+# The header
+# --------------------------------------------------------------------------
+
+
+def check_header(header: object) -> dict:
+    """Validate a header, or raise the error that says what was found.
+
+    Everything the header claims is checked against the resource limits here,
+    before the body is looked at.
+    """
+    if not (isinstance(header, dict) and header.get("format") == FORMAT_NAME):
+        found = "a dict without the keras_pickle marker" if isinstance(header, dict) else f"a {type(header).__name__}"
+        raise NotAPayloadError(
+            f"Not a keras_pickle payload: the reconstructor received {found} as its header.",
+            found=found,
+        )
+    version = header.get("format_version")
+    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
+        raise NotAPayloadError(
+            f"Not a keras_pickle payload: invalid format version {bounded_repr(version)}.",
+            found=f"format_version={bounded_repr(version)}",
+        )
+    if version > FORMAT_VERSION:
+        raise FormatVersionError(
+            f"This payload uses keras_pickle format version {version}, written by a newer "
+            f"keras_pickle (Keras {as_text(header.get('keras_version', '?'))}); the installed "
+            f"keras_pickle {__version__} reads format versions up to {FORMAT_VERSION}. "
+            "Upgrade: pip install --upgrade keras-pickle",
+            found_version=version,
+            supported_version=FORMAT_VERSION,
+        )
+    # A checksum cannot cover its own key: a damaged "checksum" key would turn verification off.
+    check_exact_fields("header", header, HEADER_FIELDS)
+    kind = header.get("kind")
+    if not (isinstance(kind, str) and kind in KINDS):
+        raise KerasUnpicklingError(
+            f"Corrupt keras_pickle payload: the header names an unknown kind {bounded_repr(kind)}."
+        )
+    n_variables = _header_count(header, "n_variables")
+    weight_bytes = _header_count(header, "weight_bytes")
+    limits.check_limit("MAX_VARIABLES", n_variables, f"its header claims {n_variables:,} variables")
+    limits.check_limit(
+        "MAX_WEIGHT_BYTES", weight_bytes, f"its header claims {limits.human_bytes(weight_bytes)} of weights"
+    )
+    for key in ("keras_version", "backend", "class"):
+        if not isinstance(header.get(key), str):
+            raise KerasUnpicklingError(
+                f"Corrupt keras_pickle payload: its header's {key} is {bounded_repr(header.get(key))}, not a string."
+            )
+    checksum = header.get("checksum")
+    if checksum is not None and not (isinstance(checksum, str) and checksum_algorithm(checksum) in CHECKSUM_ALGORITHMS):
+        raise KerasUnpicklingError(
+            f"Corrupt keras_pickle payload: invalid checksum {bounded_repr(checksum)} in the header."
+        )
+    return header
+
+
+def check_exact_fields(what: str, fields: dict, expected: frozenset) -> None:
+    """Raise KerasUnpicklingError unless ``fields`` has exactly the keys ``expected``, naming the difference."""
+    if fields.keys() == expected:
+        return
+    missing, unknown = expected - fields.keys(), fields.keys() - expected
+    raise KerasUnpicklingError(
+        f"Corrupt keras_pickle payload: its {what} "
+        + (f"lacks {', '.join(sorted(missing))}" if missing else "")
+        + (" and " if missing and unknown else "")
+        + (f"has unknown fields {bounded_repr(sorted(map(str, unknown)))}" if unknown else "")
+        + "."
+    )
+
+
+def _header_count(header: dict, key: str) -> int:
+    value = header.get(key)
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise KerasUnpicklingError(f"Corrupt keras_pickle payload: invalid {key} {bounded_repr(value)} in the header.")
+    return value
+
+
+# --------------------------------------------------------------------------
+# The body
+# --------------------------------------------------------------------------
+
+
+def body_fields(header: dict) -> frozenset:
+    """The fields a body of this header's kind and format version holds, exactly."""
+    if header["kind"] != KIND_LAYER:
+        return _CONFIG_BODY_FIELDS
+    return _LAYER_BODY_FIELDS_V1 if header["format_version"] == 1 else _LAYER_BODY_FIELDS
+
+
+def check_body(header: dict, body: object, *, is_custom_object: Callable[[Any], bool]) -> dict:
+    """Validate the body against its (checked) header before anything is decoded.
+
+    Checks the structure, every entry's shape against the limits and its data
+    size, the header's variable count and byte count against the body, that
+    every custom object is what ``is_custom_object`` accepts, the number of
+    layers the config lists, and then the checksum, if any.
+    """
+    if not isinstance(body, dict) or not isinstance(body.get("config"), str):
+        raise KerasUnpicklingError("Corrupt keras_pickle payload: the body has no config.")
+    check_exact_fields(f"{header['kind']} body", body, body_fields(header))
+    n_variables = 0
+    weight_bytes = 0
+    for entry, section in _iter_checked_arrays(body):
+        n_variables += 1
+        limits.check_limit("MAX_VARIABLES", n_variables, "its body holds more variables")
+        weight_bytes += check_entry(entry, section)
+        limits.check_limit("MAX_WEIGHT_BYTES", weight_bytes, "its body holds more bytes of weights")
+    if n_variables != header["n_variables"] or weight_bytes != header["weight_bytes"]:
+        raise KerasUnpicklingError(
+            f"Corrupt keras_pickle payload: its header claims {header['n_variables']} variables of "
+            f"{header['weight_bytes']} bytes, its body holds {n_variables} variables of {weight_bytes} bytes."
+        )
+    if header["kind"] != KIND_LAYER and n_variables:
+        raise KerasUnpicklingError(f"Corrupt keras_pickle payload: a {header['kind']} payload holds variables.")
+    if not isinstance(body.get("optimizer_built", False), bool):
+        raise KerasUnpicklingError("Corrupt keras_pickle payload: optimizer_built is not a bool.")
+    if not isinstance(body.get("dtype_policy", ""), str):
+        raise KerasUnpicklingError("Corrupt keras_pickle payload: dtype_policy is not a string.")
+    _check_custom_objects(body, is_custom_object)
+    config_text = body["config"]
+    limits.check_limit("MAX_CONFIG_BYTES", len(config_text), f"its config has {len(config_text):,} characters")
+    limits.check_limit(
+        "MAX_CONFIG_OBJECTS", config_text.count("{"), f"its config opens {config_text.count('{'):,} JSON objects"
+    )
+    try:
+        config = json.loads(config_text)
+    except (ValueError, RecursionError) as e:
+        raise KerasUnpicklingError(
+            "Corrupt keras_pickle payload: the config is not valid JSON "
+            f"({type(e).__name__}: {shorten(str(e), 200)}).",
+            original_error=e,
+        ) from e
+    limits.check_limit("MAX_LAYERS", count_listed_layers(config), "its config lists more layers")
+    expected = header.get("checksum")
+    if expected is not None:
+        actual = content_checksum(header, body, checksum_algorithm(expected))
+        if actual != expected:
+            raise ChecksumMismatchError(
+                f"The payload's content does not match its checksum ({expected} in the "
+                f"header, {actual} computed): it was changed or damaged after it was written."
+            )
+    return body
+
+
+def _sequence(body: dict, key: str) -> list:
+    """The list ``body[key]`` (an absent key: empty); a tuple or anything else is not what dumps writes."""
+    value = body.get(key, [])
+    if not isinstance(value, list):
+        raise KerasUnpicklingError(f"Corrupt keras_pickle payload: {key} is a {type(value).__name__}, not a list.")
+    return value
+
+
+def _iter_checked_arrays(body: dict) -> Iterable[tuple[object, str]]:
+    """Every array entry of the body with its section, the structure around it checked."""
+    for section in ("variables", "optimizer_variables"):
+        for entry in _sequence(body, section):
+            yield entry, section
+    for state in _sequence(body, "layer_states"):
+        if not (
+            isinstance(state, tuple)
+            and len(state) == 3
+            and isinstance(state[0], int)
+            and not isinstance(state[0], bool)
+            and state[0] >= 0
+            and isinstance(state[1], (list, tuple))
+            and isinstance(state[2], (list, tuple))
+        ):
+            raise KerasUnpicklingError(
+                "Corrupt keras_pickle payload: a layer_states entry is not an (index, variables, assets) tuple."
+            )
+        for asset in state[2]:
+            if not (isinstance(asset, tuple) and len(asset) == 2 and isinstance(asset[0], str)):
+                raise KerasUnpicklingError("Corrupt keras_pickle payload: an asset is not a (path, content) tuple.")
+            if not isinstance(asset[1], (bytes, bytearray, memoryview, pickle.PickleBuffer)):
+                raise KerasUnpicklingError(
+                    f"Corrupt keras_pickle payload: asset {asset[0]!r} holds a {type(asset[1]).__name__}, not bytes."
+                )
+        for entry in state[1]:
+            yield entry, "layer_states"
+
+
+def _check_custom_objects(body: dict, is_custom_object: Callable[[Any], bool]) -> None:
+    custom_objects = body.get("custom_objects", {})
+    if not isinstance(custom_objects, dict):
+        raise KerasUnpicklingError("Corrupt keras_pickle payload: custom_objects is not a dict.")
+    for key, value in custom_objects.items():
+        if not isinstance(key, str):
+            raise KerasUnpicklingError(
+                f"Corrupt keras_pickle payload: custom object key {bounded_repr(key)} is not a string."
+            )
+        if not is_custom_object(value):
+            raise KerasUnpicklingError(
+                f"Corrupt keras_pickle payload: custom object {key!r} is a {type(value).__name__}, "
+                "not a class or function."
+            )
