@@ -28,13 +28,12 @@ with atheris.instrument_imports(include=["keras_pickle"]):
     import keras_pickle
 
 import keras  # noqa: E402
-import numpy as np  # noqa: E402
 import zoo  # noqa: E402
 
 keras_pickle.install()
 keras.utils.set_random_seed(0)
 MODEL = keras.Sequential([keras.Input((3,)), zoo.Scale(2.0), keras.layers.Dense(2)])
-WEIGHTS = [np.asarray(v.value).tobytes() for v in MODEL.variables]
+WEIGHTS = [keras.ops.convert_to_numpy(v).tobytes() for v in MODEL.variables]
 SEEDS = {
     f"p{protocol}{'_checksum' if checksum else ''}": keras_pickle.dumps(MODEL, protocol=protocol, checksum=checksum)
     for protocol in (0, 2, 5)
@@ -49,7 +48,7 @@ def test_one_input(data: bytes) -> None:
         pass
     else:
         if b"xxh3_64" in data and isinstance(restored, keras.Model):
-            values = [np.asarray(v.value).tobytes() for v in restored.variables]
+            values = [keras.ops.convert_to_numpy(v).tobytes() for v in restored.variables]
             if values != WEIGHTS:
                 raise AssertionError("a checksummed payload loaded with different weights")
     try:

@@ -104,6 +104,7 @@ def test_refused_keras_objects_are_named_where_they_sit():
     assert "functools.partial" in paths['params["callbacks"][0]'].advice
 
 
+@pytest.mark.backends
 def test_models_with_custom_layers_are_fine_and_weights_are_not_serialized():
     model = zoo.trained(zoo.functional)
     feeder = Feeder(np.zeros((2, 2)), transform=model)
@@ -351,6 +352,7 @@ def test_failing_layer_nested_in_a_sequential_inside_a_functional():
     assert "get_config()" in problem.advice
 
 
+@pytest.mark.backends
 @pytest.mark.parametrize("kind", ["functional", "sequential"])
 def test_every_failing_layer_is_named(kind):
     first, second = Apply(lambda x: x, name="first"), NoConfig(name="second")
@@ -397,6 +399,7 @@ AGREES_WITH_PICKLE = {
 }
 
 
+@pytest.mark.backends
 @pytest.mark.parametrize("name", sorted(AGREES_WITH_PICKLE))
 def test_report_agrees_with_pickle_dumps(name):
     feeder = Feeder(AGREES_WITH_PICKLE[name]())

@@ -5,10 +5,13 @@ from __future__ import annotations
 import textwrap
 
 import numpy as np
+import pytest
 import zoo
 from helpers import TESTS_DIR, run_python, run_script, variable_values
 
 import keras_pickle
+
+pytestmark = pytest.mark.backends  # tests/run_all.py runs this file on every backend
 
 CHECK_IN_FRESH_PROCESS = """
     import pickle, sys
@@ -166,7 +169,7 @@ SPAWN_SCRIPT = """
         pairs = list(zip(local.variables + local.optimizer.variables, remote.variables + remote.optimizer.variables))
         assert len(pairs) == len(local.variables) + len(local.optimizer.variables)
         for a, b in pairs:
-            assert np.asarray(a).tobytes() == np.asarray(b).tobytes(), a.path
+            assert keras.ops.convert_to_numpy(a).tobytes() == keras.ops.convert_to_numpy(b).tobytes(), a.path
         print("spawn pool ok")
 """
 

@@ -20,7 +20,15 @@ def reset_allow():
 
 
 def values(obj):
-    return [(v.path, np.asarray(v).dtype.str, np.asarray(v).shape, np.asarray(v).tobytes()) for v in obj.variables]
+    return [
+        (
+            v.path,
+            keras.ops.convert_to_numpy(v).dtype.str,
+            keras.ops.convert_to_numpy(v).shape,
+            keras.ops.convert_to_numpy(v).tobytes(),
+        )
+        for v in obj.variables
+    ]
 
 
 def labels_and_scores(seed, n=12, classes=3):
@@ -57,9 +65,9 @@ class NumpyTally(keras.metrics.Metric):
         self.batches = []
 
     def update_state(self, y_true, y_pred, sample_weight=None):
-        predicted = np.argmax(np.asarray(y_pred).reshape(-1, self.classes), axis=-1)
+        predicted = np.argmax(keras.ops.convert_to_numpy(y_pred).reshape(-1, self.classes), axis=-1)
         self.seen += np.bincount(predicted, minlength=self.classes)
-        self.batches.append(np.asarray(y_pred, dtype="float32"))
+        self.batches.append(keras.ops.convert_to_numpy(y_pred).astype("float32"))
 
     def result(self):
         return float(self.seen.max())
@@ -91,7 +99,7 @@ def test_metrics_keep_their_accumulated_state(name, protocol):
     restored = pickle.loads(pickle.dumps(metric, protocol=protocol))
     assert type(restored) is type(metric) and restored.get_config() == metric.get_config()
     assert values(restored) == values(metric) and len(values(metric)) > 0
-    assert np.array_equal(np.asarray(restored.result()), np.asarray(metric.result()))
+    assert np.array_equal(keras.ops.convert_to_numpy(restored.result()), keras.ops.convert_to_numpy(metric.result()))
     # Both go on accumulating identically, and share nothing.
     y_true, y_pred = labels_and_scores(1)
     for m in (metric, restored):

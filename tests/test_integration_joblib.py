@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import textwrap
 
+import pytest
 from helpers import TESTS_DIR, run_script
 
 LOKY_SCRIPT = """
@@ -94,6 +95,7 @@ LOKY_SCRIPT = """
 """
 
 
+@pytest.mark.backends
 def test_loky_trains_models_with_main_and_module_custom_objects(tmp_path):
     script = tmp_path / "loky_fit.py"
     script.write_text(textwrap.dedent(LOKY_SCRIPT))

@@ -60,6 +60,7 @@ def arriving_weights(monkeypatch):
     return seen
 
 
+@pytest.mark.backends
 @pytest.mark.timeout(TIMEOUT)
 def test_put_and_get_round_trip_with_weights_out_of_band(ray_runtime, arriving_weights):
     model = im.fit_regressor(im.regressor())

@@ -172,7 +172,7 @@ def test_check_names_where_instances_sit_and_passes_the_scikeras_way(fitted):
 def test_the_scikeras_way_strings_classes_and_routed_parameters(tmp_path):
     search = grid_search(scikeras_way_estimator(), {"optimizer__learning_rate": [0.01, 0.05]})
     best = search.best_estimator_
-    assert best.model_.optimizer.learning_rate.numpy() == np.float32(best.optimizer__learning_rate)
+    assert keras.ops.convert_to_numpy(best.model_.optimizer.learning_rate) == np.float32(best.optimizer__learning_rate)
     # scikeras made an EarlyStopping instance from the class; it is not pickled...
     assert isinstance(best._fit_callbacks[0], keras.callbacks.EarlyStopping)
     joblib.dump(best, tmp_path / "best.joblib")
@@ -187,7 +187,7 @@ def test_the_scikeras_way_strings_classes_and_routed_parameters(tmp_path):
 
 
 def metric_state(metric):
-    return [np.asarray(v).tobytes() for v in metric.variables]
+    return [keras.ops.convert_to_numpy(v).tobytes() for v in metric.variables]
 
 
 @pytest.mark.usefixtures("allow_metrics_and_callbacks")
@@ -196,7 +196,9 @@ def test_allow_metrics_and_callbacks_grid_search_and_joblib(tmp_path):
     best = search.best_estimator_
     (auc,) = best.metrics
     (stopping,) = best.callbacks
-    assert float(np.sum(np.asarray(auc.true_positives))) > 0, "the metric instance carries training state"
+    assert float(np.sum(keras.ops.convert_to_numpy(auc.true_positives))) > 0, (
+        "the metric instance carries training state"
+    )
     assert stopping.model is best.model_ and stopping.best is not None
 
     joblib.dump(best, tmp_path / "best.joblib")

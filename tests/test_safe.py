@@ -17,6 +17,8 @@ from helpers import assert_same_state
 import keras_pickle
 from keras_pickle import _format
 
+pytestmark = pytest.mark.backends  # tests/run_all.py runs this file on every backend
+
 
 class Gadget:
     """Pickles as a call of ``function(*args)``."""
