@@ -12,7 +12,7 @@ from keras.src.saving import serialization_lib
 
 from . import _backend, _names, _state
 from ._wire import configs
-from .errors import KerasPickleError, KerasPicklingError, KerasUnpicklingError, LambdaLayerError
+from .errors import KerasPickleError, KerasPicklingError, KerasUnpicklingError, LambdaLayerError, UnsafePayloadError
 
 
 def config_of(obj: Any) -> dict:
@@ -192,7 +192,7 @@ def from_config(
     """
     config = json.loads(config_json)
     if safe_mode:
-        refuse_lambdas(config)
+        refuse_embedded_code(config)
     if not compile and isinstance(config, dict):
         config.pop("compile_config", None)
     with (
@@ -269,8 +269,13 @@ def _build_sublayers(layer: Any) -> None:
     layer(keras.KerasTensor(tuple(shape), dtype=dtype))
 
 
-def refuse_lambdas(config: Any) -> None:
-    """Raise :class:`LambdaLayerError` for the first Lambda layer in ``config``."""
+def refuse_embedded_code(config: Any) -> None:
+    """Refuse, before Keras resolves or imports anything for it, a layer whose loading runs stored code.
+
+    A Lambda layer raises :class:`LambdaLayerError`; a layer that embeds another format
+    (:data:`keras_pickle._wire.configs.FOREIGN_LAYERS`: a torch module, JAX or Flax functions, a
+    SavedModel) raises :class:`UnsafePayloadError`. Both name the layer and ``safe_mode=False``.
+    """
     for code in configs.lambdas(config):
         if code.layer is not None:
             raise LambdaLayerError(
@@ -279,3 +284,11 @@ def refuse_lambdas(config: Any) -> None:
                 "it with keras_pickle.loads(data, safe_mode=False).",
                 what=f"Lambda layer '{code.layer}'",
             )
+    for foreign in configs.foreign_layers(config):
+        raise UnsafePayloadError(
+            f"Safe mode refused {foreign.class_name} layer '{foreign.layer}': it holds "
+            f"{configs.FOREIGN_LAYERS[foreign.class_name]}, and loading it would run code the payload "
+            "brings. If you trust the source of this payload, load it with "
+            "keras_pickle.loads(data, safe_mode=False).",
+            what=f"{foreign.class_name} layer '{foreign.layer}'",
+        )

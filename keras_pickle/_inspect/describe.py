@@ -105,6 +105,11 @@ def describe(stream: Stream, payload: Call, *, verify: bool, buffers: list | Non
     refused = [f"{m}.{n}" for m, n in stream.globals if refused_outright(m, n)]
     if refused:
         warnings.append("the pickle names " + some(refused) + ", which safe mode refuses")
+    for foreign in configs.foreign_layers(config):
+        warnings.append(
+            f"layer {short(foreign.layer)} is a {foreign.class_name}, which holds "
+            f"{configs.FOREIGN_LAYERS[foreign.class_name]}: safe mode refuses it"
+        )
     if stream.persistent_ids:
         warnings.append("the pickle uses persistent ids, which keras_pickle payloads never do")
 

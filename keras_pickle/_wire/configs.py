@@ -80,3 +80,30 @@ def count_top_layers(config: Any) -> int | None:
         # Sequential.layers leaves out the InputLayer its config records.
         return sum(1 for layer in layers if not (isinstance(layer, dict) and layer.get("class_name") == "InputLayer"))
     return len(layers)
+
+
+FOREIGN_LAYERS = {
+    "TorchModuleWrapper": "a torch.nn.Module that Keras loads with torch.load (a pickle)",
+    "JaxLayer": "JAX functions that Keras imports and calls",
+    "FlaxLayer": "a Flax module that Keras rebuilds and calls",
+    "TFSMLayer": "a TensorFlow SavedModel whose graph Keras loads and runs",
+}
+"""Keras layers that embed code or another format, and what loading one would run."""
+
+
+class ForeignLayer(NamedTuple):
+    """A layer of :data:`FOREIGN_LAYERS` in a config: its class and its name."""
+
+    class_name: str
+    layer: str
+
+
+def foreign_layers(config: Any) -> list[ForeignLayer]:
+    """The layers that embed code or another format (:data:`FOREIGN_LAYERS`), in document order."""
+    found = []
+    for node in iter_nodes(config):
+        class_name = node.get("class_name")
+        if class_name in FOREIGN_LAYERS and str(node.get("module", "")).startswith("keras"):
+            inner = node.get("config")
+            found.append(ForeignLayer(class_name, str(inner.get("name", "?")) if isinstance(inner, dict) else "?"))
+    return found
