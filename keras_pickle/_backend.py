@@ -3,6 +3,37 @@
 Everything else in keras_pickle speaks numpy and Keras variables. A backend
 gets a fast path here when measurements justify one; the generic path works
 for every backend Keras supports.
+
+Ownership is settled here, in both directions:
+
+* :func:`to_numpy` returns a *snapshot*: nothing done to the variable later
+  (training, ``assign``) changes the array, so protocol-5 buffers handed out by
+  ``dumps`` stay what was pickled. It copies only where the backend updates
+  storage in place (PyTorch).
+* :func:`assign` and :func:`initialize` leave the variable with storage of
+  its own: it never aliases the array (or tensor) it was given, so a loaded
+  model does not change when the caller overwrites the buffers or the payload
+  bytes, and a deep copy shares nothing with its original.
+
+Per backend (Keras 3.15, measured on CPU):
+
+==========  ==========================================  ==========================================
+backend     read (to_numpy)                             write (assign / initialize)
+==========  ==========================================  ==========================================
+tensorflow  zero-copy view of a resource-variable       as Keras does it: the variable's buffer
+            read; copy-on-write protects it from         is TensorFlow's, never the numpy array's
+            later assignments
+jax         zero-copy view of the immutable array: an   one copy (``jnp.array``, which copies by
+            assignment replaces the array, and XLA      contract): ``jnp.asarray`` of an aligned
+            does not donate a buffer that a numpy view  numpy array aliases it, a deferred
+            still refers to (training leaves it)        variable would keep the numpy array itself
+torch       one copy (a clone): variables are updated   initialize: one copy, a tensor is cloned
+            in place (``copy_``, optimizer steps)       (Keras would adopt a ``Parameter`` as is);
+                                                        assign: ``copy_`` into the variable
+==========  ==========================================  ==========================================
+
+A numpy array (layer-held state from ``save_own_variables``) is copied by
+:func:`to_numpy`: it may be the layer's own, mutable storage.
 """
 
 from __future__ import annotations
@@ -10,23 +41,30 @@ from __future__ import annotations
 import keras
 import numpy as np
 
+# numpy 2 moved byte_bounds out of the main namespace.
+_byte_bounds = getattr(np, "byte_bounds", None) or np.lib.array_utils.byte_bounds
+
 
 def backend_name() -> str:
     return keras.backend.backend()
 
 
 def to_numpy(value) -> np.ndarray:
-    """The value of a Keras variable, backend tensor or array, as numpy.
+    """A snapshot of a Keras variable, backend tensor or array, as numpy.
 
-    No copy where the backend allows it: a TensorFlow resource-variable read
-    aliases the variable's buffer (copy-on-write protects it from later
-    assignments), and ``np.asarray`` of a CPU tensor aliases the tensor. The
-    result may be read-only; callers must not write to it.
+    Later assignments to the variable or training never change the result.
+    No copy where the backend makes that free (TensorFlow, JAX: see the module
+    docstring), one copy otherwise. The result may be read-only and may be
+    shared with the variable's current value; callers must not write to it.
     """
     if isinstance(value, np.ndarray):
-        return value
+        return np.array(value, copy=True)
     if isinstance(value, keras.Variable):
         value = value.value
+    if isinstance(value, np.ndarray):  # a variable whose value is numpy: not a backend's, so mutable
+        return np.array(value, copy=True)
+    if backend_name() == "torch" and callable(getattr(value, "detach", None)):
+        return _torch_snapshot(value)
     read_value = getattr(value, "read_value", None)
     if callable(read_value):
         value = read_value()
@@ -36,15 +74,29 @@ def to_numpy(value) -> np.ndarray:
         return np.asarray(keras.ops.convert_to_numpy(value))
 
 
-def assign(variable, array: np.ndarray) -> None:
-    """Set a Keras variable (or a backend-native variable) to ``array``.
+def _torch_snapshot(tensor) -> np.ndarray:
+    """One copy of a torch tensor, as numpy: a clone on the CPU, the transfer elsewhere."""
+    tensor = tensor.detach()
+    tensor = tensor.clone() if tensor.device.type == "cpu" else tensor.cpu()
+    try:
+        return tensor.numpy()  # a view of the private copy
+    except (TypeError, RuntimeError):  # bfloat16 and other types numpy lacks
+        return np.asarray(keras.ops.convert_to_numpy(tensor))
+
+
+def assign(variable, array) -> None:
+    """Set a Keras variable (or a backend-native variable) to ``array`` (numpy or a tensor).
 
     A deferred variable (see :func:`is_uninitialized`) is created directly
-    from ``array``.
+    from ``array``. The variable never aliases ``array`` afterwards.
     """
     if is_uninitialized(variable):
         initialize(variable, array)
+    elif backend_name() == "jax" and isinstance(variable, keras.Variable):
+        variable.assign(_jax_copy(array, variable.dtype))
     else:
+        # TensorFlow assigns into the variable's own buffer, PyTorch copies
+        # into it (Variable._direct_assign is copy_).
         variable.assign(array)
 
 
@@ -54,10 +106,58 @@ def is_uninitialized(variable) -> bool:
 
 
 def initialize(variable, value) -> None:
-    """Give a deferred Keras variable its first value, without running its initializer."""
+    """Give a deferred Keras variable its first value, without running its initializer.
+
+    The variable gets storage of its own: ``value`` (numpy or a tensor) is
+    converted with one copy.
+    """
+    name = backend_name()
+    if name == "jax":
+        value = _jax_copy(value, variable.dtype)
+    elif name == "torch":
+        value = _torch_copy(value, variable.dtype)
+    # TensorFlow creates a tf.Variable, which holds its own copy.
     variable._initialize(value)
 
 
 def initialize_with_initializer(variable) -> None:
     """Run a deferred Keras variable's own initializer."""
     variable._deferred_initialize()
+
+
+def _jax_copy(value, dtype):
+    """A new JAX array: ``jnp.array`` copies by contract (``keras.ops.array`` is ``jnp.array``).
+
+    A JAX array is copied too: training donates a variable's buffer to XLA,
+    which would leave a second holder with a deleted array.
+    """
+    if isinstance(value, keras.Variable):
+        value = value.value
+    return keras.ops.array(value, dtype=dtype)
+
+
+def _torch_copy(value, dtype):
+    """A torch tensor that shares no memory with ``value``."""
+    if isinstance(value, keras.Variable):
+        value = value.value
+    if callable(getattr(value, "detach", None)):  # a tensor or Parameter
+        tensor = keras.ops.convert_to_tensor(value.detach(), dtype=dtype)
+        return tensor.clone() if _same_storage(tensor, value) else tensor
+    tensor = keras.ops.convert_to_tensor(value, dtype=dtype)
+    if isinstance(value, np.ndarray) and _overlaps(tensor, value):
+        tensor = tensor.clone()  # Keras 3.15 copies numpy input; guard against a zero-copy conversion
+    return tensor
+
+
+def _same_storage(a, b) -> bool:
+    return a.untyped_storage().data_ptr() == b.untyped_storage().data_ptr()
+
+
+def _overlaps(tensor, array: np.ndarray) -> bool:
+    """True if a CPU torch tensor's memory overlaps ``array``'s."""
+    if tensor.device.type != "cpu" or array.nbytes == 0:
+        return False
+    start = tensor.untyped_storage().data_ptr()
+    end = start + tensor.untyped_storage().nbytes()
+    low, high = _byte_bounds(array)
+    return start < high and low < end

@@ -52,7 +52,7 @@ class CapturedState:
 
 
 def capture(obj: Any) -> CapturedState:
-    """Every piece of ``obj``'s state, as numpy arrays (which may alias variables)."""
+    """Every piece of ``obj``'s state, as numpy snapshots: training or assigning ``obj`` later never changes them."""
     read = _backend.to_numpy
     variables = list(obj.variables)
     keys = _names.variable_keys(obj)
@@ -221,7 +221,9 @@ def _capture_layer(index: int, layer: Any) -> LayerState:
 def _apply_layer(layer: Any, state: LayerState) -> None:
     # Keras's own loader calls load_own_variables before load_assets.
     if state.own_variables:
-        layer.load_own_variables(dict(state.own_variables))
+        # The layer's own code may keep what it is given: arrays of its own,
+        # never views of the caller's buffers or the payload.
+        layer.load_own_variables({key: np.array(array, copy=True) for key, array in state.own_variables})
     if state.assets and hasattr(layer, "load_assets"):
         with tempfile.TemporaryDirectory(prefix="keras_pickle_assets_") as directory:
             root = os.path.realpath(directory)

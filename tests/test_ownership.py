@@ -1,0 +1,304 @@
+"""Ownership of values: dumps hands out snapshots, a loaded model or a copy owns its storage.
+
+* The protocol-5 buffers ``dumps`` hands out never change when the original
+  trains or is assigned afterwards (a backend whose variables are updated in
+  place, PyTorch, must not hand out views of them).
+* A model loaded from buffers or from in-band bytes never aliases them: the
+  caller may overwrite them (a JAX array created from numpy on the CPU can
+  share its memory).
+* ``copy.deepcopy`` shares no storage with the original, in either direction.
+
+Every check mutates and compares values; none inspects pointers, so the same
+test holds on every backend.
+"""
+
+from __future__ import annotations
+
+import copy
+import pickle
+
+import keras
+import numpy as np
+import pytest
+
+import keras_pickle
+
+pytestmark = pytest.mark.backends
+
+FILL = 0x5A  # float32 0x5A5A5A5A is about 1.5e16: no variable holds it
+
+
+def _data():
+    rng = np.random.default_rng(0)
+    return rng.normal(size=(8, 4)).astype("float32"), rng.normal(size=(8, 1)).astype("float32")
+
+
+def _train_step(model):
+    x, y = _data()
+    model.fit(x, y, batch_size=8, epochs=1, verbose=0)
+
+
+def _model():
+    """Dense + BatchNormalization + Dropout, trained one Adam step: trainable, non-trainable and optimizer variables."""
+    keras.utils.set_random_seed(0)
+    model = keras.Sequential(
+        [
+            keras.Input((4,)),
+            keras.layers.Dense(8),
+            keras.layers.BatchNormalization(),
+            keras.layers.Dropout(0.5),
+            keras.layers.Dense(1),
+        ]
+    )
+    model.compile(optimizer=keras.optimizers.Adam(0.01), loss="mse")
+    _train_step(model)
+    return model
+
+
+def _variables(model) -> list:
+    return list(model.variables) + list(model.optimizer.variables)
+
+
+def _values(model) -> list[tuple[str, np.ndarray]]:
+    """An owned numpy copy of every variable's value (convert_to_numpy may alias the variable)."""
+    return [(v.path, np.array(keras.ops.convert_to_numpy(v.value), copy=True)) for v in _variables(model)]
+
+
+def _changed(before: list[tuple[str, np.ndarray]], after: list[tuple[str, np.ndarray]]) -> list[str]:
+    assert len(before) == len(after)
+    return [
+        path
+        for (path, a), (_, b) in zip(before, after)
+        if a.shape != b.shape or a.dtype != b.dtype or a.tobytes() != b.tobytes()
+    ]
+
+
+def _train_and_assign(model) -> None:
+    """One more training step, then a new value for every variable, in place where the backend does so."""
+    _train_step(model)
+    for v in _variables(model):
+        old = np.asarray(keras.ops.convert_to_numpy(v.value))
+        v.assign((old + 1).astype(old.dtype))
+
+
+def _overwrite(buffer) -> None:
+    memoryview(buffer).cast("B")[:] = bytes([FILL]) * memoryview(buffer).nbytes
+
+
+def _aligned_copy(raw: memoryview, alignment: int = 64) -> np.ndarray:
+    """A writable copy of ``raw`` at an address backends may adopt without copying (JAX, TensorFlow)."""
+    block = np.empty(raw.nbytes + alignment, dtype=np.uint8)
+    start = -block.ctypes.data % alignment
+    array = block[start : start + raw.nbytes]
+    array[:] = np.frombuffer(raw, dtype=np.uint8)
+    return array
+
+
+def _owned_buffers(buffers, kind: str) -> list:
+    if kind == "bytearray":
+        return [bytearray(b.raw()) for b in buffers]
+    if kind == "aligned":
+        return [_aligned_copy(b.raw()) for b in buffers]
+    return [np.frombuffer(bytearray(b.raw()), dtype=np.uint8) for b in buffers]
+
+
+def _loads(how: str, data, buffers=None):
+    if how == "pickle":
+        return pickle.loads(data, buffers=buffers)
+    return keras_pickle.loads(data, buffers=buffers)
+
+
+# --------------------------------------------------------------------------
+# (a) dumps hands out snapshots
+# --------------------------------------------------------------------------
+
+
+def test_buffers_from_dumps_are_a_snapshot():
+    model = _model()
+    values = _values(model)
+    buffers = []
+    data = pickle.dumps(model, protocol=5, buffer_callback=buffers.append)
+    assert buffers
+    handed_out = [bytes(b.raw()) for b in buffers]
+
+    _train_and_assign(model)
+    assert _changed(values, _values(model)), "the test did not change the original"
+
+    changed = [i for i, (b, raw) in enumerate(zip(buffers, handed_out)) if bytes(b.raw()) != raw]
+    assert not changed, f"{len(changed)} of {len(buffers)} buffers changed with the original: {changed}"
+    restored = pickle.loads(data, buffers=buffers)
+    assert not _changed(values, _values(restored))
+
+
+def test_in_band_payload_from_dumps_is_a_snapshot():
+    model = _model()
+    values = _values(model)
+    data = pickle.dumps(model, protocol=5)  # PickleBuffers serialized in band
+    _train_and_assign(model)
+    assert not _changed(values, _values(pickle.loads(data)))
+
+
+# --------------------------------------------------------------------------
+# (b) a model loaded from buffers owns its storage
+# --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("how", ["pickle", "keras_pickle"])
+@pytest.mark.parametrize("kind", ["bytearray", "numpy", "aligned"])
+def test_loaded_model_does_not_alias_the_buffers(how, kind):
+    model = _model()
+    buffers = []
+    data = pickle.dumps(model, protocol=5, buffer_callback=buffers.append)
+    owned = _owned_buffers(buffers, kind)
+    loaded = _loads(how, data, buffers=owned)
+    values = _values(loaded)
+    assert not _changed(_values(model), values)
+
+    for buffer in owned:
+        _overwrite(buffer)
+
+    changed = _changed(values, _values(loaded))
+    assert not changed, f"{len(changed)} of {len(values)} loaded variables alias the caller's buffers: {changed}"
+
+
+# --------------------------------------------------------------------------
+# (c) ... or from in-band bytes
+# --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("how", ["pickle", "keras_pickle"])
+@pytest.mark.parametrize("protocol", [4, 5])
+def test_loaded_model_does_not_alias_in_band_bytes(how, protocol):
+    model = _model()
+    data = bytearray(pickle.dumps(model, protocol=protocol))
+    loaded = _loads(how, data)
+    values = _values(loaded)
+    assert not _changed(_values(model), values)
+
+    _overwrite(data)
+
+    changed = _changed(values, _values(loaded))
+    assert not changed, f"{len(changed)} of {len(values)} loaded variables alias the payload bytes: {changed}"
+
+
+def test_loaded_model_does_not_alias_another_load():
+    """Two loads of one payload (and the buffers they share) are independent."""
+    model = _model()
+    buffers = []
+    data = pickle.dumps(model, protocol=5, buffer_callback=buffers.append)
+    first, second = pickle.loads(data, buffers=buffers), pickle.loads(data, buffers=buffers)
+    values = _values(second)
+    _train_and_assign(first)
+    assert not _changed(values, _values(second))
+
+
+# --------------------------------------------------------------------------
+# (d) deepcopy shares no storage
+# --------------------------------------------------------------------------
+
+
+def test_deepcopy_shares_no_storage_with_the_original():
+    model = _model()
+    twin = copy.deepcopy(model)
+    values = _values(twin)
+    assert not _changed(_values(model), values)
+
+    _train_and_assign(model)
+
+    changed = _changed(values, _values(twin))
+    assert not changed, f"{len(changed)} of {len(values)} variables of the copy changed with the original: {changed}"
+
+
+def test_original_shares_no_storage_with_its_deepcopy():
+    model = _model()
+    twin = copy.deepcopy(model)
+    values = _values(model)
+
+    _train_and_assign(twin)
+
+    changed = _changed(values, _values(model))
+    assert not changed, f"{len(changed)} of {len(values)} variables of the original changed with its copy: {changed}"
+
+
+# --------------------------------------------------------------------------
+# Layer-held state: what save_own_variables writes and load_own_variables reads
+# --------------------------------------------------------------------------
+
+
+class HeldTable(keras.layers.Layer):
+    """Keeps a numpy table outside Keras variables and keeps what load_own_variables hands it."""
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.table = np.arange(1.0, 5.0, dtype="float32")
+
+    def call(self, x):
+        return x * self.table
+
+    def save_own_variables(self, store):
+        store["table"] = self.table
+
+    def load_own_variables(self, store):
+        self.table = store["table"]
+
+
+class AssignsOnLoad(keras.layers.Layer):
+    """Loads its weight with ``variable.assign`` from the store, as Keras's own hooks do."""
+
+    def build(self, input_shape):
+        self.w = self.add_weight(shape=(input_shape[-1],), initializer="ones")
+
+    def call(self, x):
+        return x * self.w
+
+    def save_own_variables(self, store):
+        store["w"] = self.w
+
+    def load_own_variables(self, store):
+        self.w.assign(store["w"])
+
+
+def _hooked_model():
+    keras.utils.set_random_seed(0)
+    model = keras.Sequential([keras.Input((4,)), HeldTable(), AssignsOnLoad(), keras.layers.Dense(1)])
+    model.compile(optimizer="adam", loss="mse")
+    _train_step(model)
+    return model
+
+
+def _layer_state(model) -> list[tuple[str, np.ndarray]]:
+    return [("table", np.array(model.layers[0].table, copy=True))] + _values(model)
+
+
+def test_buffers_from_dumps_snapshot_layer_held_state():
+    model = _hooked_model()
+    buffers = []
+    pickle.dumps(model, protocol=5, buffer_callback=buffers.append)
+    handed_out = [bytes(b.raw()) for b in buffers]
+
+    model.layers[0].table[:] = -1.0  # the layer's own storage, changed in place
+    _train_and_assign(model)
+
+    changed = [i for i, (b, raw) in enumerate(zip(buffers, handed_out)) if bytes(b.raw()) != raw]
+    assert not changed, f"{len(changed)} of {len(buffers)} buffers changed with the original: {changed}"
+
+
+@pytest.mark.parametrize("protocol", [4, 5])
+def test_layer_hooks_do_not_get_the_callers_memory(protocol):
+    model = _hooked_model()
+    if protocol == 5:
+        buffers = []
+        data = pickle.dumps(model, protocol=5, buffer_callback=buffers.append)
+        owned = _owned_buffers(buffers, "aligned")
+        loaded = pickle.loads(data, buffers=owned)
+    else:
+        owned = [bytearray(pickle.dumps(model, protocol=4))]
+        loaded = pickle.loads(owned[0])
+    values = _layer_state(loaded)
+    assert not _changed(_layer_state(model), values)
+
+    for buffer in owned:
+        _overwrite(buffer)
+
+    changed = _changed(values, _layer_state(loaded))
+    assert not changed, f"{len(changed)} of {len(values)} loaded values alias the caller's memory: {changed}"
