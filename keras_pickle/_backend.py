@@ -49,6 +49,20 @@ def backend_name() -> str:
     return keras.backend.backend()
 
 
+def sync_training_state(obj) -> None:
+    """Put a model's training state back into its variables, if the backend keeps it elsewhere.
+
+    During ``fit`` the JAX trainer holds the variables' values in its own state
+    and purges the variables (Keras's ``Callback.model`` syncs them; a model
+    reached any other way, a closure or an attribute, is not synced). Syncing
+    is Keras's own ``jax_state_sync()``, which the trainer expects callbacks to
+    call; it does nothing outside ``fit`` and on other backends.
+    """
+    sync = getattr(obj, "jax_state_sync", None)
+    if callable(sync):
+        sync()
+
+
 def to_numpy(value) -> np.ndarray:
     """A snapshot of a Keras variable, backend tensor or array, as numpy.
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 from copy import deepcopy
 from typing import Any
 
-from . import _custom_objects, _payload, _rebuild, _state
+from . import _backend, _custom_objects, _payload, _rebuild, _state
 from .errors import StateMismatchError
 
 
@@ -29,6 +29,7 @@ def _rebuild_twin(obj: Any) -> Any:
 
 
 def copy_layer(layer: Any, memo: dict) -> Any:
+    _backend.sync_training_state(layer)
     _payload.check_constructor_recoverable(layer)
     config = _rebuild.config_of(layer)
     twin = _rebuild.rebuild_with_state(

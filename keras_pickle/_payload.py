@@ -24,6 +24,7 @@ KIND_LAYER, KIND_LOSS, KIND_METRIC, KIND_OPTIMIZER = (
 
 def layer_payload(layer: Any, protocol: int) -> tuple[dict, dict]:
     """The payload of a layer or model: config, every variable, custom objects."""
+    _backend.sync_training_state(layer)
     check_constructor_recoverable(layer)
     config = _serialize(layer)
     state = _state.capture(layer)
