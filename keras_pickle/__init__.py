@@ -22,6 +22,7 @@ from ._inspect import PayloadInfo as PayloadInfo
 from ._inspect import inspect as inspect
 from ._version import __version__ as __version__
 from ._wire.schema import FORMAT_VERSION as FORMAT_VERSION
+from .errors import BackendConversionError as BackendConversionError
 from .errors import ChecksumMismatchError as ChecksumMismatchError
 from .errors import CustomObjectError as CustomObjectError
 from .errors import FormatVersionError as FormatVersionError

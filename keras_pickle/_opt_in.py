@@ -109,7 +109,8 @@ def _stateful_state(obj: Any) -> dict:
     return state
 
 
-def _apply_state(obj: Any, state: dict) -> None:
+def _apply_state(obj: Any, state: dict, *, written_backend: str | None = None) -> None:
+    """``written_backend``: the backend that wrote ``state``, when it comes from a payload."""
     saved = state["variables"]
     current = list(obj.variables)
     if (
@@ -130,7 +131,8 @@ def _apply_state(obj: Any, state: dict) -> None:
             obj.__dict__[name] = obj._variables[index]
     for name, value in state["attributes"].items():
         obj.__dict__[name] = value
-    _state.assign_in_order(list(obj.variables), saved, owner=f"{type(obj).__name__} '{getattr(obj, 'name', '?')}'")
+    owner = f"{type(obj).__name__} '{getattr(obj, 'name', '?')}'"
+    _state.assign_in_order(list(obj.variables), saved, owner=owner, written_backend=written_backend)
 
 
 @published_as(RESTORE_WITH_STATE[0])
@@ -145,7 +147,7 @@ def restore_with_state(header, body, state):
     state = _checked_state(state)
     try:
         variables = [decode_array(e) for e in state["variables"]]
-        _apply_state(obj, dict(state, variables=variables))
+        _apply_state(obj, dict(state, variables=variables), written_backend=header.get("backend"))
     except KerasPickleError:
         raise
     except Exception as e:

@@ -79,11 +79,16 @@ def object_from_payload(header: dict, body: dict, *, safe_mode: bool) -> Any:
     if header.get("kind") != KIND_LAYER:
         return _rebuild.from_config(body["config"], custom_objects, safe_mode=safe_mode)
     return _rebuild.rebuild_with_state(
-        body["config"], custom_objects, decode_state(body), safe_mode=safe_mode, dtype_policy=body.get("dtype_policy")
+        body["config"],
+        custom_objects,
+        decode_state(body, backend=header.get("backend")),
+        safe_mode=safe_mode,
+        dtype_policy=body.get("dtype_policy"),
     )
 
 
-def decode_state(body: dict) -> _state.CapturedState:
+def decode_state(body: dict, *, backend: str | None = None) -> _state.CapturedState:
+    """The state in ``body``; ``backend`` is the one that wrote it (the header says)."""
     return _state.CapturedState(
         variables=[arrays.decode_array(e) for e in body.get("variables", ())],
         optimizer_variables=[arrays.decode_array(e) for e in body.get("optimizer_variables", ())],
@@ -96,6 +101,7 @@ def decode_state(body: dict) -> _state.CapturedState:
             for index, own, assets in body.get("layer_states", ())
         ],
         optimizer_built=bool(body.get("optimizer_built", True)),
+        backend=backend,
     )
 
 

@@ -10,7 +10,7 @@ import keras
 from keras.src.backend.common import global_state
 from keras.src.saving import serialization_lib
 
-from . import _backend, _names, _state
+from . import _backend, _convert, _names, _state
 from ._wire import configs
 from .errors import KerasPickleError, KerasPicklingError, KerasUnpicklingError, LambdaLayerError, UnsafePayloadError
 
@@ -135,6 +135,7 @@ def _rebuild_with_state(config_json: str, custom_objects: dict[str, Any], state:
             _backend.initialize_with_initializer(variable)
     compile_config = json.loads(config_json).get("compile_config")
     if compile_config:
+        compile_config = _convert.portable_config(compile_config)
         with keras.saving.custom_object_scope(custom_objects), _optimizer_left_unbuilt(obj, not state.optimizer_built):
             obj.compile_from_config(compile_config)
         obj.compiled = True
@@ -195,6 +196,10 @@ def from_config(
         refuse_embedded_code(config)
     if not compile and isinstance(config, dict):
         config.pop("compile_config", None)
+    elif isinstance(config, dict) and config.get("compile_config"):
+        config["compile_config"] = _convert.portable_config(config["compile_config"])
+    if _convert.is_optimizer_config(config):
+        config = _convert.portable_config(config)
     with (
         serialization_lib.ObjectSharingScope(),
         keras.saving.custom_object_scope(custom_objects),

@@ -16,6 +16,11 @@ between processes. Each value is stored with a key for errors and inspection,
 a name that does not depend on the process (``_names.variable_keys``:
 ``block/dense/kernel``); keys are never interpreted on load.
 
+A payload written under another backend may hold an integer variable in
+another dtype (int64 iterations on TensorFlow, int32 on JAX and PyTorch;
+seed-generator state): :mod:`keras_pickle._convert` converts it, exactly or
+not at all. A payload of the same backend is assigned untouched.
+
 Metric state of a compiled model (the running totals of ``model.metrics``) is
 not captured: Keras resets it at the start of every ``fit`` / ``evaluate``.
 """
@@ -30,7 +35,7 @@ from typing import Any
 import keras
 import numpy as np
 
-from . import _backend, _names
+from . import _backend, _convert, _names
 from .errors import StateMismatchError
 
 
@@ -49,6 +54,8 @@ class CapturedState:
     # An unbuilt optimizer holds only iterations and learning rate; the
     # rebuilt one may already be built (compile_from_config builds it).
     optimizer_built: bool = True
+    # The backend that wrote the payload (loading only); None: this process.
+    backend: str | None = None
 
 
 def capture(obj: Any) -> CapturedState:
@@ -75,7 +82,7 @@ def apply_to_layers(obj: Any, state: CapturedState) -> None:
     The optimizer's state is loaded separately (:func:`apply_to_optimizer`),
     after the model is compiled.
     """
-    assign_in_order(list(obj.variables), state.variables, owner=_describe(obj))
+    assign_in_order(list(obj.variables), state.variables, owner=_describe(obj), written_backend=state.backend)
     layers = _flat_layers(obj)
     for layer_state in state.layer_states:
         if not 0 <= layer_state.index < len(layers):
@@ -109,7 +116,8 @@ def apply_to_optimizer(obj: Any, state: CapturedState) -> None:
         # _rebuild._optimizer_left_unbuilt): the other variables keep the
         # initial values the first training step would give them.
         targets = _unbuilt_counterparts(optimizer, len(state.optimizer_variables))
-    assign_in_order(targets, state.optimizer_variables, owner=f"optimizer of {_describe(obj)}")
+    owner = f"optimizer of {_describe(obj)}"
+    assign_in_order(targets, state.optimizer_variables, owner=owner, written_backend=state.backend)
 
 
 def _unbuilt_counterparts(optimizer: Any, count: int) -> list:
@@ -136,8 +144,18 @@ def _unbuilt_counterparts(optimizer: Any, count: int) -> list:
     return matched if len(matched) == count else variables[:count]
 
 
-def assign_in_order(targets: list, values: list[tuple[str, Any]], *, owner: str) -> None:
-    """Assign ``values`` (arrays or tensors) to ``targets`` position by position, checking each."""
+def assign_in_order(
+    targets: list, values: list[tuple[str, Any]], *, owner: str, written_backend: str | None = None
+) -> None:
+    """Assign ``values`` (arrays or tensors) to ``targets`` position by position, checking each.
+
+    ``written_backend`` is the backend that wrote the values when they come
+    from a payload (None: from this process). From another backend, integer
+    dtypes that differ between backends are converted
+    (:func:`_convert.converted`), and nothing else; from any payload, a value
+    this backend would hold with fewer bits is refused (:func:`_convert.check_held`).
+    """
+    foreign = _convert.is_foreign(written_backend)
     if len(targets) != len(values):
         raise StateMismatchError(
             f"The payload holds {len(values)} variables for {owner}, but the object rebuilt "
@@ -147,7 +165,11 @@ def assign_in_order(targets: list, values: list[tuple[str, Any]], *, owner: str)
             "not record."
         )
     for position, (variable, (path, array)) in enumerate(zip(targets, values)):
-        if _dtype_name(variable.dtype) != _dtype_name(array.dtype):
+        target, where = _dtype_name(variable.dtype), f"Variable #{position} '{path}' of {owner}"
+        if target != _dtype_name(array.dtype) and foreign and tuple(variable.shape) == tuple(array.shape):
+            conversion = _convert.converted(variable, array, target, where=where, path=path)
+            array = array if conversion is None else conversion
+        if target != _dtype_name(array.dtype):
             raise StateMismatchError(
                 f"Variable #{position} '{path}' of {owner} has dtype {_dtype_name(array.dtype)} in the payload "
                 f"but {_dtype_name(variable.dtype)} in the object rebuilt from its config "
@@ -161,6 +183,8 @@ def assign_in_order(targets: list, values: list[tuple[str, Any]], *, owner: str)
                 f"('{variable.path}'). Check get_config() of the layer that owns it.",
                 path=path,
             )
+        if written_backend is not None:
+            _convert.check_held(target, array, where=where, path=path)
         _backend.assign(variable, array)
 
 

@@ -22,6 +22,7 @@ __all__ = [
     "UnsafePayloadError",
     "LambdaLayerError",
     "StateMismatchError",
+    "BackendConversionError",
     "ChecksumMismatchError",
     "ResourceLimitError",
 ]
@@ -121,6 +122,22 @@ class StateMismatchError(KerasUnpicklingError):
     def __init__(self, message: str, *, path: str | None = None):
         super().__init__(message)
         self.path = path
+
+
+class BackendConversionError(StateMismatchError):
+    """A saved value cannot be held, unchanged, by the loading backend's variable.
+
+    A payload written under another backend holds a value the loading
+    backend's dtype for that variable cannot represent (an int64 iteration
+    count past 2**31 - 1, for the int32 JAX and PyTorch give it; a seed
+    state that does not fit in 32 bits), or a 64-bit value that JAX without
+    ``JAX_ENABLE_X64`` would silently truncate. ``path`` names the variable,
+    ``backend`` the loading backend.
+    """
+
+    def __init__(self, message: str, *, path: str | None = None, backend: str | None = None):
+        super().__init__(message, path=path)
+        self.backend = backend
 
 
 class ChecksumMismatchError(KerasUnpicklingError):

@@ -34,6 +34,7 @@ LAYERS = {
     # middle: Keras objects to state, configs and payload bodies, and back.
     "keras_pickle._options": MIDDLE,
     "keras_pickle._backend": MIDDLE,
+    "keras_pickle._convert": MIDDLE,
     "keras_pickle._names": MIDDLE,
     "keras_pickle._state": MIDDLE,
     "keras_pickle._custom_objects": MIDDLE,
