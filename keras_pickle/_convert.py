@@ -30,9 +30,11 @@ and a dtype difference there is a mismatch (``_state`` reports it). Floats
 are never converted: dtype policies do not depend on the backend.
 
 Whoever wrote the payload, JAX without 64-bit mode (``JAX_ENABLE_X64``)
-holds a float64 or complex128 variable in 32 bits: loading one there raises
+holds a float64 or complex128 variable in 32 bits: loading 64-bit values there raises
 :class:`BackendConversionError` naming the variable and ``JAX_ENABLE_X64``. A
-64-bit integer loads if every value fits in 32 bits, and raises otherwise.
+64-bit integer loads if every value fits in 32 bits, and raises otherwise. A
+payload written by JAX without 64-bit mode holds the 32-bit values its
+variables really had, and loads there bit-exact.
 """
 
 from __future__ import annotations
@@ -112,13 +114,22 @@ def _seed_as(array: np.ndarray, target: str, *, where: str, path: str) -> np.nda
     return bits.astype(np.int64)
 
 
+def held_dtype(target: str) -> str:
+    """The dtype this backend stores a variable declared ``target`` in (JAX without 64-bit mode narrows)."""
+    held = JAX_64_BIT.get(target)
+    if held is None or keras.backend.backend() != "jax" or _jax_holds(target):
+        return target
+    return held
+
+
 def check_held(target: str, array: np.ndarray, *, where: str, path: str) -> None:
     """Raise if this backend would hold ``array``, for a variable of dtype ``target``, with fewer bits.
 
-    Only JAX does, without 64-bit mode: see the module docstring.
+    Only JAX does, without 64-bit mode: see the module docstring. A payload that already holds
+    the narrow dtype (written by JAX without 64-bit mode) loses nothing and loads as it is.
     """
-    held = JAX_64_BIT.get(target)
-    if held is None or keras.backend.backend() != "jax" or _jax_holds(target):
+    held = held_dtype(target)
+    if held == target or np.dtype(array.dtype).name == held:
         return
     if target in ("int64", "uint64") and array.dtype.kind in "iu":
         info = np.iinfo(held)

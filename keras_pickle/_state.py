@@ -169,7 +169,7 @@ def assign_in_order(
         if target != _dtype_name(array.dtype) and foreign and tuple(variable.shape) == tuple(array.shape):
             conversion = _convert.converted(variable, array, target, where=where, path=path)
             array = array if conversion is None else conversion
-        if target != _dtype_name(array.dtype):
+        if target != _dtype_name(array.dtype) and _convert.held_dtype(target) != _dtype_name(array.dtype):
             raise StateMismatchError(
                 f"Variable #{position} '{path}' of {owner} has dtype {_dtype_name(array.dtype)} in the payload "
                 f"but {_dtype_name(variable.dtype)} in the object rebuilt from its config "
