@@ -22,7 +22,8 @@ backend-specific classes in configs:
   (``keras.src.backend.torch.optimizers.torch_adam.Adam``). Loaded under
   another backend, a built-in optimizer of another backend is named by its
   public class (``keras.optimizers.Adam``), which Keras resolves to the
-  loading backend's own.
+  loading backend's own, and ``jit_compile`` (recorded as the writing
+  backend resolved it) is ``"auto"`` again: the loading backend decides.
 
 Conversions happen only when the payload was written under another backend
 *and* the dtypes differ: a same-backend load assigns every value untouched,
@@ -181,6 +182,21 @@ def portable_config(config: Any) -> Any:
         return node
 
     return walk(config)
+
+
+def portable_compile_config(compile_config: dict, written_backend: str | None) -> dict:
+    """A compile config ready for this backend: :func:`portable_config`, and, from another
+    backend, ``jit_compile="auto"``.
+
+    Keras records ``jit_compile`` as resolved by the writing backend (JAX: ``True``, meaning
+    ``jax.jit``); each backend means something else by it (XLA, ``jax.jit``, ``torch.compile``),
+    so a payload from another backend lets the loading backend choose, as a fresh ``compile()``
+    would.
+    """
+    compile_config = portable_config(compile_config)
+    if is_foreign(written_backend) and isinstance(compile_config, dict) and "jit_compile" in compile_config:
+        compile_config["jit_compile"] = "auto"
+    return compile_config
 
 
 def is_optimizer_config(config: Any) -> bool:

@@ -135,7 +135,7 @@ def _rebuild_with_state(config_json: str, custom_objects: dict[str, Any], state:
             _backend.initialize_with_initializer(variable)
     compile_config = json.loads(config_json).get("compile_config")
     if compile_config:
-        compile_config = _convert.portable_config(compile_config)
+        compile_config = _convert.portable_compile_config(compile_config, state.backend)
         with keras.saving.custom_object_scope(custom_objects), _optimizer_left_unbuilt(obj, not state.optimizer_built):
             obj.compile_from_config(compile_config)
         obj.compiled = True
