@@ -36,3 +36,17 @@ def test_startup_benchmark_shows_the_tools_import_no_framework():
     for tool in ("import keras_pickle", "keras-pickle inspect FILE", "keras-pickle check --help"):
         assert frameworks[tool] == "none", stdout
     assert "keras" in frameworks["import keras"].split(", "), stdout
+
+
+def test_backends_benchmark_puts_each_backend_side_by_side(tmp_path):
+    out_json = tmp_path / "backends.json"
+    args = ["--quick", "--repeat", "1", "--backend", "tensorflow", "--backend", "jax", "--json", str(out_json)]
+    stdout = run_script(REPO_DIR / "benchmarks" / "backends.py", *args, timeout=500)
+    rows = [[c.strip() for c in line.split("|")] for line in stdout.splitlines() if line.count("|") == 4]
+    rows = [r for r in rows if r[0] in ("tensorflow", "jax")]
+    ops = {"dumps in band", "dumps out of band", "loads"}
+    assert {(r[0], r[1]) for r in rows} == {(b, op) for b in ("tensorflow", "jax") for op in ops}, stdout
+    assert all(float(r[4].rstrip("×")) > 0 for r in rows), stdout
+    results = json.loads(out_json.read_text())["results"]
+    assert [r["backend"] for r in results] == ["tensorflow", "jax"]
+    assert all(r["copies"]["buffers"] > 0 for r in results)
