@@ -13,7 +13,7 @@ from __future__ import annotations
 from copy import deepcopy
 from typing import Any
 
-from . import _backend, _custom_objects, _payload, _rebuild, _state
+from . import _custom_objects, _payload, _rebuild, _state
 from .errors import StateMismatchError
 
 
@@ -29,14 +29,9 @@ def _rebuild_twin(obj: Any) -> Any:
 
 
 def copy_layer(layer: Any, memo: dict) -> Any:
-    _backend.sync_training_state(layer)
-    _payload.check_constructor_recoverable(layer)
-    config = _rebuild.config_of(layer)
+    taken = _payload.snapshot(layer)
     twin = _rebuild.rebuild_with_state(
-        _rebuild.config_to_json(config, layer),
-        _custom_objects.collect(config, [layer]),
-        _state.capture(layer),
-        safe_mode=False,
+        taken.config_json, taken.custom_objects, taken.state, safe_mode=False, dtype_policy=taken.dtype_policy
     )
     memo[id(layer)] = twin
     _record_parts(layer, twin, memo)

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import builtins
+import dataclasses
+import dis
 import inspect
+import types
 from typing import Any
 
 import keras
@@ -22,14 +26,39 @@ KIND_LAYER, KIND_LOSS, KIND_METRIC, KIND_OPTIMIZER = (
 )
 
 
-def layer_payload(layer: Any, protocol: int) -> tuple[dict, dict]:
-    """The payload of a layer or model: config, every variable, custom objects."""
+@dataclasses.dataclass(frozen=True)
+class LayerSnapshot:
+    """Everything that travels for a layer or model: what pickling encodes and what deepcopy rebuilds from.
+
+    One definition for both paths, so that an in-process copy carries exactly what a pickle carries.
+    """
+
+    config_json: str
+    custom_objects: dict[str, Any]
+    state: _state.CapturedState
+    dtype_policy: str
+
+
+def snapshot(layer: Any) -> LayerSnapshot:
+    """The layer's config, custom objects, every piece of state and its dtype policy, checked for rebuilding."""
     _backend.sync_training_state(layer)
     check_constructor_recoverable(layer)
+    check_lambdas_self_contained(layer)
     config = _serialize(layer)
-    state = _state.capture(layer)
+    return LayerSnapshot(
+        config_json=_rebuild.config_to_json(config, layer),
+        custom_objects=_custom_objects.collect(config, [layer]),
+        state=_state.capture(layer),
+        dtype_policy=_rebuild.policy_json(layer),
+    )
+
+
+def layer_payload(layer: Any, protocol: int) -> tuple[dict, dict]:
+    """The payload of a layer or model: config, every variable, custom objects."""
+    taken = snapshot(layer)
+    state = taken.state
     body = {
-        "config": _rebuild.config_to_json(config, layer),
+        "config": taken.config_json,
         "variables": [arrays.encode_array(path, a, protocol) for path, a in state.variables],
         "optimizer_variables": [arrays.encode_array(path, a, protocol) for path, a in state.optimizer_variables],
         "optimizer_built": state.optimizer_built,
@@ -41,8 +70,8 @@ def layer_payload(layer: Any, protocol: int) -> tuple[dict, dict]:
             )
             for s in state.layer_states
         ],
-        "custom_objects": _custom_objects.collect(config, [layer]),
-        "dtype_policy": _rebuild.policy_json(layer),
+        "custom_objects": taken.custom_objects,
+        "dtype_policy": taken.dtype_policy,
     }
     header = _header(layer, KIND_LAYER, body)
     return header, body
@@ -217,3 +246,43 @@ def _check_auto_config(layer: Any) -> None:
             f"({', '.join(f'{k}={v!r}' for k, v in recorded.items())}). {hint}",
             class_name=cls.__name__,
         )
+
+
+# --------------------------------------------------------------------------
+# Lambda layers whose code needs its module
+# --------------------------------------------------------------------------
+
+_GLOBAL_LOADS = frozenset(("LOAD_GLOBAL", "LOAD_NAME"))
+
+
+def check_lambdas_self_contained(obj: Any) -> None:
+    """Refuse, at dump time, a Lambda layer whose Python lambda reads a module global.
+
+    Keras stores a lambda as its bytecode and rebuilds it with Keras's own
+    globals, so ``lambda x: ops.relu(x)`` pickles and then fails to load with
+    ``NameError: name 'ops' is not defined``. Builtins are fine; so is a named
+    module-level function (Keras stores it by name).
+    """
+    layers = obj._flatten_layers(include_self=True, recursive=True) if hasattr(obj, "_flatten_layers") else [obj]
+    for layer in layers:
+        function = getattr(layer, "function", None) if isinstance(layer, keras.layers.Lambda) else None
+        if not (isinstance(function, types.LambdaType) and function.__name__ == "<lambda>"):
+            continue
+        names = sorted(name for name in _global_names(function.__code__) if name not in vars(builtins))
+        if names:
+            shown = ", ".join(repr(name) for name in names)
+            raise KerasPicklingError(
+                f"Cannot pickle Lambda layer '{layer.name}': its lambda reads the global name(s) {shown} "
+                f"of module {function.__module__}, and Keras stores a lambda as bytecode without its "
+                "globals, so loading it would fail with NameError. Define the function at module level "
+                "(Keras then stores it by name; register it with @keras.saving.register_keras_serializable() "
+                "if it is in __main__), or write a custom layer."
+            )
+
+
+def _global_names(code: types.CodeType) -> set[str]:
+    names = {i.argval for i in dis.get_instructions(code) if i.opname in _GLOBAL_LOADS}
+    for constant in code.co_consts:
+        if isinstance(constant, types.CodeType):
+            names |= _global_names(constant)
+    return names

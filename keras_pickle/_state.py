@@ -91,11 +91,23 @@ def apply_to_layers(obj: Any, state: CapturedState) -> None:
                 f"{_describe(obj)} has only {len(layers)} layers."
             )
         _apply_layer(layers[layer_state.index], layer_state)
-    for layer in layers:
-        # Preprocessing layers (Normalization, Discretization...) derive
-        # tensors from their variables; Keras's loader runs this step too.
-        if callable(getattr(layer, "finalize_state", None)):
-            layer.finalize_state()
+    hooked = {layer_state.index for layer_state in state.layer_states}
+    for index, layer in enumerate(layers):
+        if index not in hooked and type(layer).load_own_variables is not keras.Layer.load_own_variables:
+            _reload_own_variables(layer)
+
+
+def _reload_own_variables(layer: Any) -> None:
+    """What Keras's loader does after assigning the variables of a Keras layer that overrides
+    ``load_own_variables``: call it (Normalization derives its mean and variance there).
+
+    The variables already hold their values; the store is the layer's own ``save_own_variables``.
+    Nothing else is finalized: a layer whose derived state Keras's loader leaves alone
+    (Discretization's bin boundaries, which its config records) keeps it.
+    """
+    store: dict[str, Any] = {}
+    layer.save_own_variables(store)
+    layer.load_own_variables(store)
 
 
 def apply_to_optimizer(obj: Any, state: CapturedState) -> None:

@@ -26,6 +26,7 @@ def layer_failure(layer: Any) -> tuple[BaseException | None, dict]:
     """
     try:
         _payload.check_constructor_recoverable(layer)
+        _payload.check_lambdas_self_contained(layer)
         config = _payload._serialize(layer)
         _rebuild.config_to_json(config, layer)
         return None, _custom_objects.collect(config, [layer])

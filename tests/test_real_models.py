@@ -1,0 +1,74 @@
+"""Models as people write them, where keras_pickle used to lose or refuse state."""
+
+from __future__ import annotations
+
+import copy
+import pickle
+
+import keras
+import numpy as np
+import pytest
+import zoo
+from helpers import assert_same_state, assert_trains_identically
+from keras import ops
+
+import keras_pickle
+
+pytestmark = pytest.mark.backends  # tests/run_all.py runs this file on every backend
+
+
+def test_an_adapted_discretization_keeps_its_bin_boundaries():
+    values = np.arange(100, dtype="float32").reshape(-1, 1)
+    bins = keras.layers.Discretization(num_bins=4)
+    bins.adapt(values)
+    model = keras.Sequential([keras.Input((1,)), bins])
+    probe = np.array([[10.0], [30.0], [60.0], [90.0]], dtype="float32")
+    expected = keras.ops.convert_to_numpy(model(probe))
+    assert sorted(set(expected.ravel().tolist())) == [0, 1, 2, 3]
+    for restored in (pickle.loads(pickle.dumps(model)), copy.deepcopy(model)):
+        assert restored.layers[0].bin_boundaries == bins.bin_boundaries
+        assert np.array_equal(keras.ops.convert_to_numpy(restored(probe)), expected)
+
+
+def test_an_adapted_normalization_still_normalizes():
+    x = zoo.data(64)[0] * 5.0 + 3.0
+    norm = keras.layers.Normalization()
+    norm.adapt(x)
+    model = keras.Sequential([keras.Input((zoo.FEATURES,)), norm])
+    expected = keras.ops.convert_to_numpy(model(x))
+    for restored in (pickle.loads(pickle.dumps(model)), copy.deepcopy(model)):
+        assert np.array_equal(keras.ops.convert_to_numpy(restored(x)), expected)
+
+
+def test_deepcopy_of_a_model_built_under_a_mixed_policy_under_a_float32_policy():
+    previous = keras.config.dtype_policy()
+    keras.config.set_dtype_policy("mixed_float16")
+    try:
+        model = keras.Sequential([keras.Input((zoo.FEATURES,)), keras.layers.Dense(8), keras.layers.Dense(1)])
+        model.compile(optimizer="adam", loss="mse")
+        x, y = zoo.data()
+        model.fit(x, y, epochs=1, batch_size=8, verbose=0)
+    finally:
+        keras.config.set_dtype_policy(previous)
+    assert keras.config.dtype_policy().name == "float32"
+    for twin in (copy.deepcopy(model), pickle.loads(pickle.dumps(model))):
+        assert twin.layers[0].dtype_policy.name == "mixed_float16"
+        assert_same_state(model, twin)
+        assert_trains_identically(copy.deepcopy(model), twin, x, y)
+
+
+def test_a_lambda_that_needs_a_module_global_fails_at_dumps_naming_it():
+    inputs = keras.Input((zoo.FEATURES,))
+    outputs = keras.layers.Lambda(lambda t: ops.relu(t) * 2.0, name="doubled_relu")(inputs)
+    model = keras.Model(inputs, outputs)
+    with pytest.raises(keras_pickle.KerasPicklingError) as info:
+        pickle.dumps(model)
+    message = str(info.value)
+    assert "'doubled_relu'" in message and "'ops'" in message and "global" in message
+    report = keras_pickle.check(model)
+    assert not report.ok and "'ops'" in str(report), report
+    # A lambda that needs nothing from its module still pickles, and loads.
+    plain = keras.Model(inputs, keras.layers.Lambda(lambda t: t * 2.0, name="doubled")(inputs))
+    restored = pickle.loads(pickle.dumps(plain))
+    x = zoo.data()[0]
+    assert np.array_equal(keras.ops.convert_to_numpy(restored(x)), keras.ops.convert_to_numpy(plain(x)))
