@@ -82,7 +82,8 @@ def apply_to_layers(obj: Any, state: CapturedState) -> None:
     The optimizer's state is loaded separately (:func:`apply_to_optimizer`),
     after the model is compiled.
     """
-    assign_in_order(list(obj.variables), state.variables, owner=_describe(obj), written_backend=state.backend)
+    targets = in_saved_order(list(obj.variables), _names.variable_keys(obj), state.variables)
+    assign_in_order(targets, state.variables, owner=_describe(obj), written_backend=state.backend)
     layers = _flat_layers(obj)
     for layer_state in state.layer_states:
         if not 0 <= layer_state.index < len(layers):
@@ -93,17 +94,26 @@ def apply_to_layers(obj: Any, state: CapturedState) -> None:
         _apply_layer(layers[layer_state.index], layer_state)
     hooked = {layer_state.index for layer_state in state.layer_states}
     for index, layer in enumerate(layers):
-        if index not in hooked and type(layer).load_own_variables is not keras.Layer.load_own_variables:
+        if index not in hooked and _derives_state_on_load(layer):
             _reload_own_variables(layer)
 
 
+def _derives_state_on_load(layer: Any) -> bool:
+    """A preprocessing layer (it has ``finalize_state``) whose Keras ``load_own_variables`` is its own."""
+    return callable(getattr(layer, "finalize_state", None)) and (
+        type(layer).load_own_variables is not keras.Layer.load_own_variables
+    )
+
+
 def _reload_own_variables(layer: Any) -> None:
-    """What Keras's loader does after assigning the variables of a Keras layer that overrides
-    ``load_own_variables``: call it (Normalization derives its mean and variance there).
+    """What Keras's loader does for a preprocessing layer: call its ``load_own_variables``, in which
+    it derives state from its variables (Normalization: its mean and variance).
 
     The variables already hold their values; the store is the layer's own ``save_own_variables``.
     Nothing else is finalized: a layer whose derived state Keras's loader leaves alone
-    (Discretization's bin boundaries, which its config records) keeps it.
+    (Discretization's bin boundaries, which its config records) keeps it. Other layers' own
+    ``load_own_variables`` are not called: Dense and Embedding with LoRA enabled would merge
+    their LoRA weights into the kernel, which the variables carried exactly already.
     """
     store: dict[str, Any] = {}
     layer.save_own_variables(store)
@@ -123,13 +133,37 @@ def apply_to_optimizer(obj: Any, state: CapturedState) -> None:
     if state.optimizer_built and not optimizer.built:
         optimizer.build(obj.trainable_variables)
         targets = list(optimizer.variables)
-    elif not state.optimizer_built and optimizer.built:
+    if not state.optimizer_built and optimizer.built:
         # Built anyway (by a custom compile_from_config, say; see
         # _rebuild._optimizer_left_unbuilt): the other variables keep the
         # initial values the first training step would give them.
         targets = _unbuilt_counterparts(optimizer, len(state.optimizer_variables))
+    else:
+        references = list(zip(obj.variables, _names.variable_keys(obj)))
+        keys = _names.optimizer_variable_keys(optimizer, references)
+        targets = in_saved_order(targets, keys, state.optimizer_variables)
     owner = f"optimizer of {_describe(obj)}"
     assign_in_order(targets, state.optimizer_variables, owner=owner, written_backend=state.backend)
+
+
+def in_saved_order(targets: list, target_keys: list[str], saved: list[tuple[str, Any]]) -> list:
+    """``targets`` in the order of ``saved``, each matched by its place in the model (its key).
+
+    A rebuilt layer may create its variables in another order than the
+    original did (a float8-quantized Dense does); keys name the place, so
+    they match them whatever the order. When the keys do not pair one to one
+    (payloads written before keys named places hold Keras's process-numbered
+    paths; two variables may share a key), the order is kept and
+    :func:`assign_in_order` matches by position, naming any variable that
+    does not fit.
+    """
+    saved_keys = [key for key, _value in saved]
+    if target_keys == saved_keys or len(set(saved_keys)) != len(saved_keys) or set(target_keys) != set(saved_keys):
+        return targets
+    if len(set(target_keys)) != len(target_keys):
+        return targets
+    by_key = dict(zip(target_keys, targets))
+    return [by_key[key] for key in saved_keys]
 
 
 def _unbuilt_counterparts(optimizer: Any, count: int) -> list:

@@ -13,6 +13,7 @@ from helpers import assert_same_state, assert_trains_identically
 from keras import ops
 
 import keras_pickle
+from keras_pickle import _names
 
 pytestmark = pytest.mark.backends  # tests/run_all.py runs this file on every backend
 
@@ -72,3 +73,54 @@ def test_a_lambda_that_needs_a_module_global_fails_at_dumps_naming_it():
     restored = pickle.loads(pickle.dumps(plain))
     x = zoo.data()[0]
     assert np.array_equal(keras.ops.convert_to_numpy(restored(x)), keras.ops.convert_to_numpy(plain(x)))
+
+
+def quantized_model(mode: str) -> keras.Model:
+    model = keras.Sequential([keras.Input((zoo.FEATURES,)), keras.layers.Dense(16), keras.layers.Dense(1)])
+    model.compile(optimizer="adam", loss="mse")
+    x, y = zoo.data()
+    model.fit(x, y, epochs=1, batch_size=8, verbose=0)
+    model.quantize(mode)
+    model.compile(optimizer="adam", loss="mse")
+    return model
+
+
+def values_by_place(model: keras.Model) -> dict[str, tuple]:
+    """Every variable and optimizer slot, keyed by its place in the model (independent of creation order)."""
+    keys = _names.variable_keys(model)
+    slots = _names.optimizer_variable_keys(model.optimizer, list(zip(model.variables, keys)))
+    pairs = [*zip(keys, model.variables), *zip(slots, model.optimizer.variables)]
+    assert len({key for key, _ in pairs}) == len(pairs), "places are not unique"
+    values = {}
+    for key, variable in pairs:
+        array = keras.ops.convert_to_numpy(variable)
+        values[key] = (array.dtype.str, array.shape, array.tobytes())
+    return values
+
+
+@pytest.mark.parametrize("mode", ["int8", "int4", "float8"])
+def test_quantized_models_round_trip_with_variables_matched_by_place(mode):
+    model = quantized_model(mode)
+    x = zoo.data()[0]
+    expected = keras.ops.convert_to_numpy(model(x))
+    for restored in (pickle.loads(pickle.dumps(model)), copy.deepcopy(model)):
+        assert values_by_place(restored) == values_by_place(model)
+        assert np.array_equal(keras.ops.convert_to_numpy(restored(x)), expected)
+
+
+def test_lora_enabled_layers_round_trip():
+    inputs = keras.Input((3,), dtype="int32")
+    embedded = keras.layers.Embedding(10, 4, name="embed")(inputs)
+    mixed = keras.layers.EinsumDense("abc,cd->abd", output_shape=(3, 5), name="einsum")(embedded)
+    outputs = keras.layers.Dense(2, name="dense")(keras.layers.Flatten()(mixed))
+    model = keras.Model(inputs, outputs)
+    for name in ("embed", "einsum", "dense"):
+        model.get_layer(name).enable_lora(2)
+    model.compile(optimizer="adam", loss="mse")
+    x = np.random.default_rng(0).integers(0, 10, size=(16, 3)).astype("int32")
+    y = np.random.default_rng(1).normal(size=(16, 2)).astype("float32")
+    model.fit(x, y, epochs=1, batch_size=8, verbose=0)
+    for restored in (pickle.loads(pickle.dumps(model)), copy.deepcopy(model)):
+        assert_same_state(model, restored)
+        assert np.array_equal(keras.ops.convert_to_numpy(restored(x)), keras.ops.convert_to_numpy(model(x)))
+        assert_trains_identically(copy.deepcopy(model), restored, x, y)
