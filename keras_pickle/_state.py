@@ -257,6 +257,11 @@ def _flat_layers(obj: Any) -> list:
 
 def _has_custom_hooks(layer: Any) -> bool:
     """Layers whose state Keras's variables do not fully describe."""
+    return _has_saving_hooks(layer) or bool(_carried_states(layer))
+
+
+def _has_saving_hooks(layer: Any) -> bool:
+    """Layers with assets, or with ``save_own_variables`` / ``load_own_variables`` of their own."""
     if hasattr(layer, "save_assets"):
         return True
     for name in ("save_own_variables", "load_own_variables"):
@@ -264,6 +269,20 @@ def _has_custom_hooks(layer: Any) -> bool:
         if hook is not None and not hook.__module__.startswith("keras."):
             return True
     return False
+
+
+# Keys of state Keras keeps outside ``model.variables``, in a layer's own-variables store.
+_STATES_PREFIX = "keras_pickle:states/"
+
+
+def _carried_states(layer: Any) -> list:
+    """A stateful RNN's carried states: Keras variables that ``model.variables`` leaves out."""
+    if not getattr(layer, "stateful", False):
+        return []
+    states = getattr(layer, "states", None)
+    if not isinstance(states, (list, tuple)) or not all(isinstance(s, keras.Variable) for s in states):
+        return []
+    return list(states)
 
 
 def _hooked_layers(obj: Any):
@@ -274,7 +293,10 @@ def _hooked_layers(obj: Any):
 
 def _capture_layer(index: int, layer: Any) -> LayerState:
     store: dict[str, Any] = {}
-    layer.save_own_variables(store)
+    if _has_saving_hooks(layer):
+        layer.save_own_variables(store)
+    for position, carried in enumerate(_carried_states(layer)):
+        store[f"{_STATES_PREFIX}{position}"] = carried
     own_variables = [(str(key), _backend.to_numpy(value)) for key, value in store.items()]
     assets: list[tuple[str, bytes]] = []
     if hasattr(layer, "save_assets"):
@@ -289,11 +311,16 @@ def _capture_layer(index: int, layer: Any) -> LayerState:
 
 
 def _apply_layer(layer: Any, state: LayerState) -> None:
+    own = [(key, array) for key, array in state.own_variables if not key.startswith(_STATES_PREFIX)]
+    carried = [(key, array) for key, array in state.own_variables if key.startswith(_STATES_PREFIX)]
     # Keras's own loader calls load_own_variables before load_assets.
-    if state.own_variables:
+    if own:
         # The layer's own code may keep what it is given: arrays of its own,
         # never views of the caller's buffers or the payload.
-        layer.load_own_variables({key: np.array(array, copy=True) for key, array in state.own_variables})
+        layer.load_own_variables({key: np.array(array, copy=True) for key, array in own})
+    if carried:
+        targets = _carried_states(layer)
+        assign_in_order(targets, carried, owner=f"the carried states of {_describe(layer)}")
     if state.assets and hasattr(layer, "load_assets"):
         with tempfile.TemporaryDirectory(prefix="keras_pickle_assets_") as directory:
             root = os.path.realpath(directory)

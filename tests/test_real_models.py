@@ -124,3 +124,21 @@ def test_lora_enabled_layers_round_trip():
         assert_same_state(model, restored)
         assert np.array_equal(keras.ops.convert_to_numpy(restored(x)), keras.ops.convert_to_numpy(model(x)))
         assert_trains_identically(copy.deepcopy(model), restored, x, y)
+
+
+def test_a_stateful_rnn_carries_its_states():
+    model = keras.Sequential(
+        [keras.Input((3, 2), batch_size=4), keras.layers.LSTM(5, stateful=True), keras.layers.Dense(1)]
+    )
+    x = np.random.default_rng(0).normal(size=(4, 3, 2)).astype("float32")
+    model(x)  # the carried states are no longer zeros (JAX's predict leaves the variables as they were)
+    states = [keras.ops.convert_to_numpy(s) for s in model.layers[0].states]
+    assert all(np.abs(s).max() > 0 for s in states)
+    for restored in (pickle.loads(pickle.dumps(model)), copy.deepcopy(model)):
+        restored_states = [keras.ops.convert_to_numpy(s) for s in restored.layers[0].states]
+        assert all(np.array_equal(a, b) for a, b in zip(states, restored_states))
+        assert_same_state(model, restored)
+        assert np.array_equal(keras.ops.convert_to_numpy(restored(x)), keras.ops.convert_to_numpy(model(x)))
+        # The call advanced the original's states: restore them for the next copy.
+        for variable, value in zip(model.layers[0].states, states):
+            variable.assign(value)
