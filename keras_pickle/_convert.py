@@ -40,6 +40,7 @@ variables really had, and loads there bit-exact.
 
 from __future__ import annotations
 
+import copy
 import re
 import warnings
 from typing import Any
@@ -47,6 +48,7 @@ from typing import Any
 import keras
 import numpy as np
 
+from ._wire import configs
 from .errors import BackendConversionError
 
 # Keras names a SeedGenerator's state variable so; the variable is found by that name.
@@ -165,23 +167,15 @@ def portable_config(config: Any) -> Any:
     structure; ``config`` is not changed.
     """
     current = keras.backend.backend()
-
-    def walk(node: Any) -> Any:
-        if isinstance(node, dict):
-            node = {key: walk(value) for key, value in node.items()}
-            module, name = node.get("module"), node.get("class_name")
-            # Keras records a built-in class with its class name as registered name.
-            if isinstance(module, str) and isinstance(name, str) and node.get("registered_name") in (None, name):
-                match = _BACKEND_OPTIMIZER.fullmatch(module)
-                public = getattr(keras.optimizers, name, None)
-                if match and match.group(1) != current and _is_optimizer_class(public):
-                    node["module"] = "keras.optimizers"
-            return node
-        if isinstance(node, list):
-            return [walk(value) for value in node]
-        return node
-
-    return walk(config)
+    config = copy.deepcopy(config)
+    for node in configs.object_refs(config):
+        module, name = node.get("module"), node.get("class_name")
+        # Keras records a built-in class with its class name as registered name.
+        if isinstance(module, str) and isinstance(name, str) and node.get("registered_name") in (None, name):
+            match = _BACKEND_OPTIMIZER.fullmatch(module)
+            if match and match.group(1) != current and _is_optimizer_class(getattr(keras.optimizers, name, None)):
+                node["module"] = "keras.optimizers"
+    return config
 
 
 def portable_compile_config(compile_config: dict, written_backend: str | None) -> dict:
