@@ -9,13 +9,15 @@ its backend once per process, hence one process each::
     python tests/run_all.py --backend jax        # one backend alone (its marked files)
     KERAS_BACKEND=torch python -m pytest -m backends   # the same, by hand
 
-Extra arguments go to every pytest run. The exit status is pytest's worst.
+Extra arguments go to every pytest run. The exit status is pytest's worst; the last line
+adds up what every run passed and failed.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import re
 import subprocess
 import sys
 import time
@@ -30,19 +32,40 @@ def pytest_args(backend: str, extra: list[str]) -> list[str]:
     return [sys.executable, "-m", "pytest", *marker, *extra]
 
 
+def run_pytest(backend: str, extra: list[str]) -> tuple[int, dict[str, int]]:
+    """One backend's pytest run, its output passed through; its exit code and its summary counts."""
+    env = {**os.environ, "KERAS_BACKEND": backend, "TF_CPP_MIN_LOG_LEVEL": "3"}
+    counts: dict[str, int] = {}
+    with subprocess.Popen(
+        pytest_args(backend, extra), cwd=REPO_DIR, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    ) as process:
+        for line in process.stdout:
+            sys.stdout.write(line)
+            sys.stdout.flush()
+            if SUMMARY.search(line):
+                counts = {word: int(number) for number, word in COUNT.findall(line)}
+    return process.returncode, counts
+
+
+SUMMARY = re.compile(r"\d+ (passed|failed|error|errors|skipped|deselected)\b.* in [\d.]+s")
+COUNT = re.compile(r"(\d+) (passed|failed|errors?|skipped)\b")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--backend", choices=BACKENDS, action="append", help="run only this backend (repeatable)")
     args, extra = parser.parse_known_args(argv)
-    worst, lines = 0, []
+    worst, lines, passed, failed = 0, [], 0, 0
     for backend in args.backend or BACKENDS:
-        env = {**os.environ, "KERAS_BACKEND": backend, "TF_CPP_MIN_LOG_LEVEL": "3"}
         print(f"==== {backend} ====", flush=True)
         start = time.perf_counter()
-        code = subprocess.run(pytest_args(backend, extra), cwd=REPO_DIR, env=env).returncode
-        lines.append(f"{backend}: pytest exited {code} after {time.perf_counter() - start:.0f} s")
+        code, counts = run_pytest(backend, extra)
+        lines.append(f"{backend}: pytest exited {code} after {time.perf_counter() - start:.0f} s: {counts}")
         worst = max(worst, code)
+        passed += counts.get("passed", 0)
+        failed += counts.get("failed", 0) + counts.get("error", 0) + counts.get("errors", 0)
     print("\n".join(lines))
+    print(f"total: {passed} passed, {failed} failed")
     return worst
 
 
