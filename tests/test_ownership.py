@@ -73,6 +73,14 @@ def _changed(before: list[tuple[str, np.ndarray]], after: list[tuple[str, np.nda
     ]
 
 
+def _assert_unchanged_by(mutate, observed, what: str) -> None:
+    """Run ``mutate()``; every variable of ``observed`` must keep its value."""
+    values = _values(observed)
+    mutate()
+    changed = _changed(values, _values(observed))
+    assert not changed, f"{len(changed)} of {len(values)} variables of {what}: {changed}"
+
+
 def _train_and_assign(model) -> None:
     """One more training step, then a new value for every variable, in place where the backend does so."""
     _train_step(model)
@@ -151,14 +159,13 @@ def test_loaded_model_does_not_alias_the_buffers(how, kind):
     data = pickle.dumps(model, protocol=5, buffer_callback=buffers.append)
     owned = _owned_buffers(buffers, kind)
     loaded = _loads(how, data, buffers=owned)
-    values = _values(loaded)
-    assert not _changed(_values(model), values)
+    assert not _changed(_values(model), _values(loaded))
 
-    for buffer in owned:
-        _overwrite(buffer)
+    def overwrite_every_buffer():
+        for buffer in owned:
+            _overwrite(buffer)
 
-    changed = _changed(values, _values(loaded))
-    assert not changed, f"{len(changed)} of {len(values)} loaded variables alias the caller's buffers: {changed}"
+    _assert_unchanged_by(overwrite_every_buffer, loaded, "the loaded model alias the caller's buffers")
 
 
 # --------------------------------------------------------------------------
@@ -172,13 +179,8 @@ def test_loaded_model_does_not_alias_in_band_bytes(how, protocol):
     model = _model()
     data = bytearray(pickle.dumps(model, protocol=protocol))
     loaded = _loads(how, data)
-    values = _values(loaded)
-    assert not _changed(_values(model), values)
-
-    _overwrite(data)
-
-    changed = _changed(values, _values(loaded))
-    assert not changed, f"{len(changed)} of {len(values)} loaded variables alias the payload bytes: {changed}"
+    assert not _changed(_values(model), _values(loaded))
+    _assert_unchanged_by(lambda: _overwrite(data), loaded, "the loaded model alias the payload bytes")
 
 
 def test_loaded_model_does_not_alias_another_load():
@@ -200,24 +202,14 @@ def test_loaded_model_does_not_alias_another_load():
 def test_deepcopy_shares_no_storage_with_the_original():
     model = _model()
     twin = copy.deepcopy(model)
-    values = _values(twin)
-    assert not _changed(_values(model), values)
-
-    _train_and_assign(model)
-
-    changed = _changed(values, _values(twin))
-    assert not changed, f"{len(changed)} of {len(values)} variables of the copy changed with the original: {changed}"
+    assert not _changed(_values(model), _values(twin))
+    _assert_unchanged_by(lambda: _train_and_assign(model), twin, "the copy changed with the original")
 
 
 def test_original_shares_no_storage_with_its_deepcopy():
     model = _model()
     twin = copy.deepcopy(model)
-    values = _values(model)
-
-    _train_and_assign(twin)
-
-    changed = _changed(values, _values(model))
-    assert not changed, f"{len(changed)} of {len(values)} variables of the original changed with its copy: {changed}"
+    _assert_unchanged_by(lambda: _train_and_assign(twin), model, "the original changed with its copy")
 
 
 # --------------------------------------------------------------------------
