@@ -42,15 +42,24 @@ class LayerSnapshot:
 def snapshot(layer: Any) -> LayerSnapshot:
     """The layer's config, custom objects, every piece of state and its dtype policy, checked for rebuilding."""
     _backend.sync_training_state(layer)
-    check_constructor_recoverable(layer)
-    check_lambdas_self_contained(layer)
-    config = _serialize(layer)
+    config_json, custom_objects = checked_config(layer)
     return LayerSnapshot(
-        config_json=_rebuild.config_to_json(config, layer),
-        custom_objects=_custom_objects.collect(config, [layer]),
+        config_json=config_json,
+        custom_objects=custom_objects,
         state=_state.capture(layer),
         dtype_policy=_rebuild.policy_json(layer),
     )
+
+
+def checked_config(layer: Any) -> tuple[str, dict[str, Any]]:
+    """The layer's config as JSON and the custom objects it names, after every dump-time check.
+
+    Everything :func:`snapshot` does but reading the variables: ``check()`` runs exactly this.
+    """
+    check_constructor_recoverable(layer)
+    check_lambdas_self_contained(layer)
+    config = _serialize(layer)
+    return _rebuild.config_to_json(config, layer), _custom_objects.collect(config, [layer])
 
 
 def layer_payload(layer: Any, protocol: int) -> tuple[dict, dict]:

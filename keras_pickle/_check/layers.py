@@ -10,7 +10,7 @@ from typing import Any
 import keras
 from keras.src.models.functional import Functional
 
-from .. import _custom_objects, _payload, _rebuild
+from .. import _payload
 from ..errors import KerasPickleError, KerasPicklingError
 
 
@@ -22,14 +22,10 @@ def lists_layers(layer: Any) -> bool:
 def layer_failure(layer: Any) -> tuple[BaseException | None, dict]:
     """What pickling ``layer`` would raise (short of reading its weights), and its custom objects.
 
-    The same steps as ``_payload.layer_payload``, without capturing variables.
+    The same steps as pickling (:func:`_payload.checked_config`), without reading variables.
     """
     try:
-        _payload.check_constructor_recoverable(layer)
-        _payload.check_lambdas_self_contained(layer)
-        config = _payload._serialize(layer)
-        _rebuild.config_to_json(config, layer)
-        return None, _custom_objects.collect(config, [layer])
+        return None, _payload.checked_config(layer)[1]
     except KerasPickleError as e:
         return e, {}
     except Exception as e:
