@@ -10,10 +10,11 @@ memo maps each of its layers, variables and its optimizer to their copies, so
 
 from __future__ import annotations
 
+import dataclasses
 from copy import deepcopy
 from typing import Any
 
-from . import _custom_objects, _payload, _rebuild, _state
+from . import _construct, _custom_objects, _payload, _rebuild, _records, _state
 from .errors import StateMismatchError
 
 
@@ -30,9 +31,15 @@ def _rebuild_twin(obj: Any) -> Any:
 
 def copy_layer(layer: Any, memo: dict) -> Any:
     taken = _payload.snapshot(layer)
-    twin = _rebuild.rebuild_with_state(
-        taken.config_json, taken.custom_objects, taken.state, safe_mode=False, dtype_policy=taken.dtype_policy
-    )
+    if taken.constructed or taken.compile_call is not None:
+        # Arguments of recorded constructor and compile() calls are copied with the memo: a model
+        # given to the constructor is copied once, wherever else the copied structure holds it.
+        constructed = [
+            _construct.Constructed(entry.cls, deepcopy(entry.args, memo), deepcopy(entry.kwargs, memo))
+            for entry in taken.constructed
+        ]
+        taken = dataclasses.replace(taken, constructed=constructed, compile_call=deepcopy(taken.compile_call, memo))
+    twin = _rebuild.rebuild_with_state(taken, safe_mode=False)
     memo[id(layer)] = twin
     _record_parts(layer, twin, memo)
     return twin
@@ -45,12 +52,12 @@ def _record_parts(original: Any, twin: Any, memo: dict) -> None:
             memo.setdefault(id(a), b)
     for a, b in zip(original.variables, twin.variables):
         memo.setdefault(id(a), b)
-    optimizer = getattr(original, "optimizer", None)
-    twin_optimizer = getattr(twin, "optimizer", None)
-    if optimizer is not None and twin_optimizer is not None:
-        memo.setdefault(id(optimizer), twin_optimizer)
-        for a, b in zip(optimizer.variables, twin_optimizer.variables):
-            memo.setdefault(id(a), b)
+    for part, path in _records.owned_parts(original):
+        twin_part = _records.resolve_part(twin, path)
+        if twin_part is not None and type(twin_part) is type(part):
+            memo.setdefault(id(part), twin_part)
+            for a, b in zip(part.variables, twin_part.variables):
+                memo.setdefault(id(a), b)
 
 
 def copy_metric(metric: Any, memo: dict) -> Any:

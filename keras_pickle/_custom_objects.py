@@ -16,8 +16,11 @@ from typing import Any
 import keras
 from keras.src.api_export import get_symbol_from_name
 
+from ._options import load_options
+from ._pickling_context import cloudpickle_is_pickling
 from ._wire import configs
-from .errors import CustomObjectError
+from ._wire.refs import InertReference
+from .errors import CustomObjectError, KerasUnpicklingError, UnsafePayloadError
 
 _MAIN_MODULES = ("__main__", "__mp_main__")
 
@@ -189,3 +192,100 @@ def safe_mode_bases() -> tuple[type, ...]:
         keras.callbacks.Callback,
         keras.DTypePolicy,
     )
+
+
+# --------------------------------------------------------------------------
+# Classes and functions pickle cannot name
+# --------------------------------------------------------------------------
+
+
+def importable(obj: Any) -> bool:
+    """Whether ``pickle`` can store ``obj`` by reference: its module holds it under its qualified name."""
+    module = sys.modules.get(getattr(obj, "__module__", None) or "")
+    target: Any = module
+    for part in (getattr(obj, "__qualname__", "") or "").split("."):
+        target = getattr(target, part, None)
+        if target is None:
+            return False
+    return target is obj
+
+
+def registered_name(obj: Any) -> str | None:
+    """The name ``obj`` is registered under with Keras (``@register_keras_serializable``), if it is."""
+    name = keras.saving.get_registered_name(obj)
+    if name != getattr(obj, "__name__", None) and keras.saving.get_registered_object(name) is obj:
+        return name
+    return None
+
+
+class ByRegisteredName(InertReference):
+    """A class or function that pickles as the name Keras registered it under (:func:`registered`)."""
+
+    __slots__ = ("registered_name",)
+
+    def __init__(self, target: Any, name: str):
+        super().__init__(target, f"{target.__module__}.{target.__qualname__}")
+        self.registered_name = name
+
+    def __reduce__(self):
+        return registered, (self.registered_name,)
+
+
+def portable(obj: Any, what: str) -> Any:
+    """``obj`` (a class or function a payload carries) as it can travel in the pickle being written.
+
+    Importable: as it is (pickle stores a reference). Otherwise (a class
+    defined inside a function): by its Keras registered name where it has
+    one; as it is where cloudpickle is the pickler (it stores it by value);
+    else :class:`CustomObjectError` naming it, why and what to do.
+    """
+    if importable(obj):
+        return obj
+    name = registered_name(obj)
+    if name is not None:
+        return ByRegisteredName(obj, name)
+    if cloudpickle_is_pickling():
+        return obj
+    qualname = getattr(obj, "__qualname__", repr(obj))
+    raise CustomObjectError(
+        f"Cannot pickle: {what} {qualname} (module {getattr(obj, '__module__', '?')}) is defined inside a "
+        "function, so pickle cannot store it by reference, and it is not registered with Keras. Define it at "
+        "module level, register it with @keras.saving.register_keras_serializable() (it then travels by its "
+        "registered name and loads wherever the registering module is imported), or send it with cloudpickle "
+        "(loky, Dask and Ray do), which stores such a class by value.",
+        name=qualname,
+        module=getattr(obj, "__module__", None),
+    )
+
+
+def portable_mapping(custom_objects: dict[str, Any]) -> dict[str, Any]:
+    """:func:`portable` of every custom object."""
+    return {key: portable(obj, "the custom object") for key, obj in custom_objects.items()}
+
+
+def registered(name: Any) -> Any:
+    """The class or function Keras has registered as ``name``: what :class:`ByRegisteredName` loads as.
+
+    Part of the format (published as ``keras_pickle._format.registered``). In
+    safe mode, an inert reference, and only to what safe mode lets a payload
+    name: a subclass of Keras's bases or a plain function.
+    """
+    obj = keras.saving.get_registered_object(name) if isinstance(name, str) else None
+    if obj is None:
+        raise KerasUnpicklingError(
+            f"The payload names the class or function registered with Keras as {name!r:.200}, which is not "
+            "registered in this process: import the module that registers it "
+            "(@keras.saving.register_keras_serializable) before loading."
+        )
+    qualified = f"{getattr(obj, '__module__', '?')}.{getattr(obj, '__qualname__', '?')}"
+    if not load_options().safe_mode:
+        return obj
+    if (isinstance(obj, type) and issubclass(obj, safe_mode_bases())) or isinstance(obj, types.FunctionType):
+        return InertReference(obj, qualified)
+    raise UnsafePayloadError(
+        f"Safe mode refused {qualified}, registered as {name!r}: neither a Keras class nor a plain function.",
+        what=qualified,
+    )
+
+
+registered.__module__ = "keras_pickle._format"  # the path payloads name: keras_pickle._format publishes it

@@ -9,5 +9,7 @@ same way). Never rename or remove it.
 """
 
 from . import _install  # noqa: F401  (registers install-on-first-load with the reconstructor)
+from ._custom_objects import registered as registered
+from ._reconstruct import part_of as part_of
 from ._reconstruct import restore as restore
 from ._wire.schema import FORMAT_VERSION as FORMAT_VERSION

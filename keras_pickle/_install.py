@@ -17,7 +17,7 @@ from typing import Any
 
 import keras
 
-from . import _opt_in, integrations
+from . import _opt_in, _records, integrations
 from ._mixins import (
     PROTOCOL_ATTRS,
     CallbackPickleMixin,
@@ -54,7 +54,23 @@ def _patches() -> list[tuple[type, str, Callable]]:
             for name in PROTOCOL_ATTRS:
                 if name in klass.__dict__ and not any(p[:2] == (cls, name) for p in patches):
                     patches.append((cls, name, klass.__dict__[name]))
+    for cls in (keras.Layer, keras.Model):
+        patches.append((cls, "__new__", _recording_new(cls)))
     return patches
+
+
+_new_hooks: dict[type, Any] = {}
+
+
+def _recording_new(cls: type) -> Any:
+    """``cls.__new__`` recording constructor and compile() calls (:mod:`keras_pickle._records`); one per class."""
+    hook = _new_hooks.get(cls)
+    if hook is None:
+        original = _originals.get((cls, "__new__"), cls.__dict__.get("__new__", _MISSING))
+        if original is _MISSING or getattr(original, "__keras_pickle__", False):
+            raise RuntimeError(f"keras_pickle: {cls.__name__} has no __new__ of Keras's own to record calls through.")
+        hook = _new_hooks[cls] = _records.recording_new(original.__get__(None, cls))
+    return hook
 
 
 def install(allow: Iterable[str] | None = None) -> None:

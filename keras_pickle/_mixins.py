@@ -15,8 +15,8 @@ import pickle
 from collections.abc import Callable
 from typing import Any
 
-from . import _copy, _opt_in, _payload
-from ._reconstruct import restore
+from . import _copy, _opt_in, _payload, _records, _stream
+from ._reconstruct import part_of, restore
 from .errors import PickleRefusedError
 
 PROTOCOL_ATTRS = ("__reduce_ex__", "__reduce__", "__deepcopy__", "__copy__")
@@ -57,12 +57,16 @@ class LayerPickleMixin:
         custom = _user_reducer(self)
         if custom is not None:
             return custom(protocol)
-        return restore, _payload.layer_payload(self, protocol)
+        reduced = restore, _payload.layer_payload(self, protocol)
+        _stream.note_pickled(self)
+        return reduced
 
     @_ours
     def __reduce__(self):
         # Never consults user hooks: a user __reduce__ may call super().__reduce__().
-        return restore, _payload.layer_payload(self, pickle.DEFAULT_PROTOCOL)
+        reduced = restore, _payload.layer_payload(self, pickle.DEFAULT_PROTOCOL)
+        _stream.note_pickled(self)
+        return reduced
 
     @_ours
     def __deepcopy__(self, memo):
@@ -103,22 +107,39 @@ def _refusal(why: str, instead: str, kind: str) -> tuple[Callable, Callable]:
         if kind == "optimizers":
             opt_in = "" if getattr(obj, "built", False) else opt_in.replace(" with", " that are not built yet, with")
         name = _opt_in.public_name(cls)
-        return PickleRefusedError(f"Refusing to pickle {name}: {why} {instead}{opt_in}", obj_type=cls)
+        owned = _records.owner(obj)
+        what_to_do = instead
+        if owned is not None:
+            what_to_do = (
+                f"It belongs to {type(owned[0]).__name__} '{owned[0].name}' (its {owned[1]}): pickle that model "
+                f"before it in the same pickle, e.g. pickle.dumps((model, {kind[:-1]})), and it comes back as "
+                "that model's, with the model's state."
+            )
+        return PickleRefusedError(f"Refusing to pickle {name}: {why} {what_to_do}{opt_in}", obj_type=cls)
+
+    def reduce(obj, protocol):
+        # An explicit opt-in wins (the object alone, with its complete state), except for a built
+        # optimizer, which allow= never covers; then "its model's" if that model went first; else no.
+        allowed = _opt_in.allows(kind, obj)
+        if allowed and not (kind == "optimizers" and getattr(obj, "built", False)):
+            return _opt_in.allowed_reduce(obj, kind, protocol)
+        owned = _records.owner(obj)
+        if owned is not None and _stream.pickled_before(owned[0]):
+            return part_of, owned
+        if allowed:
+            return _opt_in.allowed_reduce(obj, kind, protocol)
+        raise refuse(obj)
 
     @_ours
     def __reduce_ex__(self, protocol):
         custom = _user_reducer(self)
         if custom is not None:
             return custom(protocol)
-        if _opt_in.allows(kind, self):
-            return _opt_in.allowed_reduce(self, kind, protocol)
-        raise refuse(self)
+        return reduce(self, protocol)
 
     @_ours
     def __reduce__(self):
-        if _opt_in.allows(kind, self):
-            return _opt_in.allowed_reduce(self, kind, pickle.DEFAULT_PROTOCOL)
-        raise refuse(self)
+        return reduce(self, pickle.DEFAULT_PROTOCOL)
 
     return __reduce_ex__, __reduce__
 

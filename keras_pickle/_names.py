@@ -18,7 +18,8 @@ gives identical bytes. Two things Keras produces do:
   again. (``_rebuild.config_of`` first makes sure that every occurrence of a
   shared object carries its id.)
 
-Keys are informational: variables are loaded by position (see ``_state``).
+Variables and layer state are matched to the rebuilt object by these keys, by
+position where the keys do not pair one to one (see ``_state``).
 """
 
 from __future__ import annotations
@@ -93,6 +94,29 @@ def _owned_variable_keys(root: Any) -> dict[int, str]:
     by the layer ``Layer.variables`` reaches first.
     """
     keys: dict[int, str] = {}
+    for layer, prefix in _walk_layers(root):
+        own = list(getattr(layer, "_trainable_variables", ())) + list(getattr(layer, "_non_trainable_variables", ()))
+        own += [generator.state for generator in getattr(layer, "_seed_generators", ())]
+        for v in own:
+            keys.setdefault(id(v), prefix + _normalized(str(v.name), type(v)))
+    return keys
+
+
+def layer_places(root: Any) -> dict[int, str]:
+    """``id(layer) -> place`` for ``root`` and every layer in it: the path of :func:`variable_keys`
+    without the variable (``block/dense``; ``root`` itself is ``""``). Places are unique: a place
+    two layers would share gets ``#2``, ``#3``... in the order of the walk."""
+    places: dict[int, str] = {}
+    taken: dict[str, int] = {}
+    for layer, prefix in _walk_layers(root):
+        place = prefix.rstrip("/")
+        count = taken[place] = taken.get(place, 0) + 1
+        places[id(layer)] = place if count == 1 else f"{place}#{count}"
+    return places
+
+
+def _walk_layers(root: Any):
+    """``(layer, prefix)`` for ``root`` and each layer in it, depth first, each once."""
     seen: set[int] = set()
     stack = [(root, "", True)]
     while stack:
@@ -100,10 +124,7 @@ def _owned_variable_keys(root: Any) -> dict[int, str]:
         if id(layer) in seen:
             continue
         seen.add(id(layer))
-        own = list(getattr(layer, "_trainable_variables", ())) + list(getattr(layer, "_non_trainable_variables", ()))
-        own += [generator.state for generator in getattr(layer, "_seed_generators", ())]
-        for v in own:
-            keys.setdefault(id(v), prefix + _normalized(str(v.name), type(v)))
+        yield layer, prefix
         children_listed = listed and isinstance(layer, (keras.Sequential, Functional))
         attributes = {} if children_listed else _attribute_names(layer)
         children = []
@@ -114,7 +135,6 @@ def _owned_variable_keys(root: Any) -> dict[int, str]:
                 segment = attributes.get(id(child)) or _normalized(child.name, type(child))
             children.append((child, f"{prefix}{segment}/", children_listed))
         stack.extend(reversed(children))
-    return keys
 
 
 def _attribute_names(layer: Any) -> dict[int, str]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 from typing import Any
 
@@ -10,7 +11,7 @@ import keras
 from keras.src.backend.common import global_state
 from keras.src.saving import serialization_lib
 
-from . import _backend, _convert, _names, _state
+from . import _backend, _compile, _construct, _convert, _names, _records, _state
 from ._wire import configs
 from .errors import KerasPickleError, KerasPicklingError, KerasUnpicklingError, LambdaLayerError, UnsafePayloadError
 
@@ -98,10 +99,24 @@ def _global_policy(policy_text: str | None):
         keras.config.set_dtype_policy(previous)
 
 
-def rebuild_with_state(
-    config_json: str, custom_objects: dict[str, Any], state: Any, *, safe_mode: bool, dtype_policy: str | None = None
-) -> Any:
-    """Rebuild an object from its config and load ``state`` (a ``_state.CapturedState``).
+@dataclasses.dataclass(frozen=True)
+class Blueprint:
+    """Everything a layer or model is rebuilt from: what a payload's body decodes to, and what
+    ``copy.deepcopy`` takes from the live object (``_payload.snapshot``)."""
+
+    config_json: str
+    custom_objects: dict[str, Any]
+    state: Any  # a _state.CapturedState
+    dtype_policy: str | None = None
+    # Objects rebuilt from recorded constructor calls (_construct.Constructed), by placeholder index.
+    constructed: list = dataclasses.field(default_factory=list)
+    # A recorded compile() call to replay (_compile), and the configs of the optimizers it marks.
+    compile_call: Any = None
+    compile_optimizers: dict = dataclasses.field(default_factory=dict)
+
+
+def rebuild_with_state(blueprint: Blueprint, *, safe_mode: bool) -> Any:
+    """Rebuild an object from its blueprint: config (and recorded constructor calls), then state.
 
     Everything happens under the object's own dtype policy (``dtype_policy``,
     from :func:`policy_json`) as Keras's global policy: see
@@ -114,32 +129,48 @@ def rebuild_with_state(
     layer cannot be built that way (one that creates a variable from a
     concrete value, say), the object is rebuilt the ordinary way. The model
     is compiled afterwards, outside the scope (its optimizer built only if
-    the original's was), then the optimizer state loaded.
+    the original's was, see :mod:`keras_pickle._compile`), then the optimizer
+    state loaded.
     """
-    with _global_policy(dtype_policy):
-        return _rebuild_with_state(config_json, custom_objects, state, safe_mode=safe_mode)
+    with _global_policy(blueprint.dtype_policy):
+        return _rebuild_with_state(blueprint, safe_mode=safe_mode)
 
 
-def _rebuild_with_state(config_json: str, custom_objects: dict[str, Any], state: Any, *, safe_mode: bool) -> Any:
+def _rebuild_with_state(blueprint: Blueprint, *, safe_mode: bool) -> Any:
+    state, constructed = blueprint.state, blueprint.constructed
     expected = len(state.variables)
+
+    def custom_objects() -> dict[str, Any]:
+        return _construct.constructing_custom_objects(blueprint.custom_objects, constructed)
+
     try:
-        obj, deferred = _from_config_deferred(config_json, custom_objects, safe_mode=safe_mode, expected=expected)
+        obj, deferred = _from_config_deferred(
+            blueprint.config_json, custom_objects(), safe_mode=safe_mode, expected=expected
+        )
     except KerasPickleError:
         raise
     except Exception:
-        obj = from_config(config_json, custom_objects, safe_mode=safe_mode, expected_variables=expected, compile=False)
+        obj = from_config(
+            blueprint.config_json, custom_objects(), safe_mode=safe_mode, expected_variables=expected, compile=False
+        )
         deferred = []
-    _state.apply_to_layers(obj, state)
+    _state.apply_to_layers(obj, state, skip=_construct.argument_variables(constructed))
     for variable in deferred:
         if _backend.is_uninitialized(variable):
             _backend.initialize_with_initializer(variable)
-    compile_config = json.loads(config_json).get("compile_config")
-    if compile_config:
-        compile_config = _convert.portable_compile_config(compile_config, state.backend)
-        with keras.saving.custom_object_scope(custom_objects), _optimizer_left_unbuilt(obj, not state.optimizer_built):
-            obj.compile_from_config(compile_config)
-        obj.compiled = True
+    compile_config = json.loads(blueprint.config_json).get("compile_config")
+    if compile_config or blueprint.compile_call is not None:
+        with _optimizer_left_unbuilt(obj, not state.optimizer_built):
+            _compile.compile_rebuilt(
+                obj,
+                compile_config,
+                blueprint.compile_call,
+                blueprint.compile_optimizers,
+                blueprint.custom_objects,
+                state.backend,
+            )
     _state.apply_to_optimizer(obj, state)
+    _state.apply_to_held_optimizers(obj, state, _records.resolve_part)
     return obj
 
 

@@ -17,7 +17,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from . import _options, _payload
+import keras
+
+from . import _options, _payload, _records
 from ._wire import schema
 from ._wire.refs import InertReference
 from ._wire.reprs import shorten
@@ -66,6 +68,24 @@ def restore(header, body):
         hook()
     _options.note_restored()
     return obj
+
+
+@published_as(schema.PART_OF[0])
+def part_of(model, path):
+    """The optimizer or metric at ``path`` of ``model``, a model restored from the same stream.
+
+    What a built optimizer, or a metric a compiled model holds, pickles as
+    when its model is pickled in the same stream (see ``_mixins``): identity
+    holds (``restored.optimizer is restored.model_.optimizer``) and the state
+    is the model's.
+    """
+    part = _records.resolve_part(model, path) if isinstance(model, keras.Model) and isinstance(path, str) else None
+    if not isinstance(part, (keras.optimizers.Optimizer, keras.metrics.Metric)):
+        raise KerasUnpicklingError(
+            f"Corrupt keras_pickle payload: it names the optimizer or metric {shorten(repr(path), 80)} of "
+            f"a {type(model).__name__}, which holds none there."
+        )
+    return part
 
 
 def _custom_object_check(safe_mode: bool) -> Callable[[Any], bool]:

@@ -1,49 +1,56 @@
 """Capture and restore every piece of state a Keras layer or model holds.
 
-* ``variables``: ``obj.variables`` in order. That is every weight, every
+* ``variables``: ``obj.variables``. That is every weight, every
   non-trainable variable (BatchNormalization statistics, Normalization
   mean/variance) and every ``SeedGenerator`` state (Dropout & co).
+* ``metric_variables``: the variables of the metrics a layer holds as
+  attributes (keras.io's ``self.total_loss_tracker = keras.metrics.Mean()``).
 * ``optimizer_variables``: ``obj.optimizer.variables`` (iterations, learning
-  rate, slots) of a compiled model.
-* ``layer_states``: for layers that keep state outside Keras variables
-  (``save_assets`` such as StringLookup / TextVectorization vocabularies, or a
-  custom ``save_own_variables``), what Keras's own saving hooks write.
+  rate, slots) of a compiled model; ``held_optimizers``: any other optimizer
+  the model holds as an attribute (keras.io's GAN: ``d_optimizer``,
+  ``g_optimizer``), with the variables it was built for.
+* ``layer_states``: state kept outside Keras variables
+  (:mod:`keras_pickle._layer_state`): vocabularies, assets, carried RNN states.
 
-Variables are matched by position, and every position is checked for shape
-and dtype: Keras orders ``obj.variables`` deterministically from the config,
-while paths carry auto-generated names (``seed_generator_3``) that differ
-between processes. Each value is stored with a key for errors and inspection,
-a name that does not depend on the process (``_names.variable_keys``:
-``block/dense/kernel``); keys are never interpreted on load.
+Each value is stored with a key that names its place in the model and does
+not depend on the process (``_names.variable_keys``: ``block/dense/kernel``).
+On load, values are matched to the rebuilt object's variables by key (a
+rebuilt layer may create its variables in another order: a float8-quantized
+Dense does), by position where the keys do not pair one to one (older
+payloads), and every pair is checked for shape and dtype.
 
 A payload written under another backend may hold an integer variable in
 another dtype (int64 iterations on TensorFlow, int32 on JAX and PyTorch;
 seed-generator state): :mod:`keras_pickle._convert` converts it, exactly or
 not at all. A payload of the same backend is assigned untouched.
 
-Metric state of a compiled model (the running totals of ``model.metrics``) is
-not captured: Keras resets it at the start of every ``fit`` / ``evaluate``.
+The running totals of a compiled model's compile metrics are not captured:
+Keras resets them at the start of every ``fit`` / ``evaluate``.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import os
-import tempfile
 from typing import Any
 
 import keras
 import numpy as np
 
-from . import _backend, _convert, _names
+from . import _backend, _convert, _layer_state, _names
+from ._layer_state import LayerState
 from .errors import StateMismatchError
 
 
 @dataclasses.dataclass
-class LayerState:
-    index: int
-    own_variables: list[tuple[str, np.ndarray]]
-    assets: list[tuple[str, bytes]]
+class HeldOptimizer:
+    """An optimizer a model holds as an attribute, other than ``model.optimizer``."""
+
+    path: str
+    config_json: str
+    built: bool
+    # Positions, in the model's variables, of those it was built for (its trainable variables).
+    targets: list[int]
+    variables: list[tuple[str, np.ndarray]]
 
 
 @dataclasses.dataclass
@@ -56,68 +63,121 @@ class CapturedState:
     optimizer_built: bool = True
     # The backend that wrote the payload (loading only); None: this process.
     backend: str | None = None
+    metric_variables: list[tuple[str, np.ndarray]] = dataclasses.field(default_factory=list)
+    held_optimizers: list[HeldOptimizer] = dataclasses.field(default_factory=list)
 
 
-def capture(obj: Any) -> CapturedState:
-    """Every piece of ``obj``'s state, as numpy snapshots: training or assigning ``obj`` later never changes them."""
+def capture(obj: Any, *, skip: set[int] = frozenset(), held: list[tuple[Any, str, str]] = ()) -> CapturedState:
+    """Every piece of ``obj``'s state, as numpy snapshots: training or assigning ``obj`` later never changes them.
+
+    ``skip``: ``id()`` of variables that travel elsewhere (those of layers given
+    to a recorded constructor, :mod:`keras_pickle._construct`). ``held``:
+    ``(optimizer, path, config_json)`` of the optimizers the model holds besides
+    ``model.optimizer``.
+    """
     read = _backend.to_numpy
     variables = list(obj.variables)
     keys = _names.variable_keys(obj)
+    references = list(zip(variables, keys))
     optimizer = _optimizer_of(obj)
     optimizer_variables = []
     if optimizer is not None:
-        optimizer_keys = _names.optimizer_variable_keys(optimizer, list(zip(variables, keys)))
+        optimizer_keys = _names.optimizer_variable_keys(optimizer, references)
         optimizer_variables = [(key, read(v)) for key, v in zip(optimizer_keys, optimizer.variables)]
     return CapturedState(
-        variables=[(key, read(v)) for key, v in zip(keys, variables)],
+        variables=[(key, read(v)) for v, key in references if id(v) not in skip],
         optimizer_variables=optimizer_variables,
-        layer_states=[_capture_layer(i, layer) for i, layer in _hooked_layers(obj)],
+        layer_states=_layer_state.capture(obj),
         optimizer_built=bool(getattr(optimizer, "built", False)),
+        metric_variables=[(key, read(v)) for key, v in _metric_variables(obj)],
+        held_optimizers=[_capture_held(part, path, config, references) for part, path, config in held],
     )
 
 
-def apply_to_layers(obj: Any, state: CapturedState) -> None:
-    """Load variables and layer hook state into ``obj``, a freshly rebuilt copy.
+def _metric_variables(obj: Any) -> list[tuple[str, Any]]:
+    """``(key, variable)`` of every metric a layer of ``obj`` holds as an attribute (Keras tracks them
+    in ``_metrics``; a compiled model's compile metrics and loss tracker are not among them)."""
+    places = _names.layer_places(obj)
+    found = []
+    for layer in _layer_state.flat_layers(obj):
+        prefix = places.get(id(layer), "")
+        for metric in getattr(layer, "_metrics", ()):
+            for v in metric.variables:
+                found.append((f"{prefix}/{metric.name}/{v.name}".lstrip("/"), v))
+    return found
 
-    The optimizer's state is loaded separately (:func:`apply_to_optimizer`),
+
+def _capture_held(optimizer: Any, path: str, config_json: str, references: list[tuple[Any, str]]) -> HeldOptimizer:
+    position_of = {id(v): position for position, (v, _key) in enumerate(references)}
+    targets = []
+    for v in getattr(optimizer, "_trainable_variables", None) or []:
+        if id(v) not in position_of:
+            raise StateMismatchError(
+                f"Cannot pickle: optimizer '{path}' was built for variable '{v.path}', which is not a variable "
+                "of the model that holds it, so it could not be built again for the rebuilt model.",
+                path=path,
+            )
+        targets.append(position_of[id(v)])
+    keys = _names.optimizer_variable_keys(optimizer, references)
+    return HeldOptimizer(
+        path=path,
+        config_json=config_json,
+        built=bool(optimizer.built),
+        targets=targets,
+        variables=[(key, _backend.to_numpy(v)) for key, v in zip(keys, optimizer.variables)],
+    )
+
+
+def apply_to_layers(obj: Any, state: CapturedState, *, skip: set[int] = frozenset()) -> None:
+    """Load variables, metric variables and layer state into ``obj``, a freshly rebuilt copy.
+
+    ``skip``: ``id()`` of variables that are not in the payload (see :func:`capture`).
+    Optimizer state is loaded separately (:func:`apply_to_optimizer`, :func:`apply_to_held_optimizers`),
     after the model is compiled.
     """
-    targets = in_saved_order(list(obj.variables), _names.variable_keys(obj), state.variables)
+    pairs = [(v, key) for v, key in zip(obj.variables, _names.variable_keys(obj)) if id(v) not in skip]
+    targets = in_saved_order([v for v, _ in pairs], [key for _, key in pairs], state.variables)
     assign_in_order(targets, state.variables, owner=_describe(obj), written_backend=state.backend)
-    layers = _flat_layers(obj)
-    for layer_state in state.layer_states:
-        if not 0 <= layer_state.index < len(layers):
+    if state.metric_variables:
+        metric_pairs = _metric_variables(obj)
+        metric_targets = in_saved_order(
+            [v for _, v in metric_pairs], [key for key, _ in metric_pairs], state.metric_variables
+        )
+        owner = f"the metrics held by {_describe(obj)}"
+        assign_in_order(metric_targets, state.metric_variables, owner=owner, written_backend=state.backend)
+
+    def assign_carried(targets: list, values: list, *, owner: str) -> None:
+        assign_in_order(targets, values, owner=owner)
+
+    _layer_state.apply(obj, state.layer_states, _describe(obj), assign_carried)
+
+
+def apply_to_held_optimizers(obj: Any, state: CapturedState, resolve: Any) -> None:
+    """Build each held optimizer of the rebuilt model (found by ``resolve(obj, path)``) and load its state."""
+    if not state.held_optimizers:
+        return
+    variables = list(obj.variables)
+    references = list(zip(variables, _names.variable_keys(obj)))
+    for held in state.held_optimizers:
+        optimizer = resolve(obj, held.path)
+        if not isinstance(optimizer, keras.optimizers.Optimizer):
             raise StateMismatchError(
-                f"The payload holds state for layer #{layer_state.index}, but the rebuilt "
-                f"{_describe(obj)} has only {len(layers)} layers."
+                f"The payload holds the state of optimizer '{held.path}' of {_describe(obj)}, but the rebuilt "
+                f"model holds {type(optimizer).__name__} there: its compile() did not set that attribute again.",
+                path=held.path,
             )
-        _apply_layer(layers[layer_state.index], layer_state)
-    hooked = {layer_state.index for layer_state in state.layer_states}
-    for index, layer in enumerate(layers):
-        if index not in hooked and _derives_state_on_load(layer):
-            _reload_own_variables(layer)
-
-
-def _derives_state_on_load(layer: Any) -> bool:
-    """A preprocessing layer (it has ``finalize_state``) whose Keras ``load_own_variables`` is its own."""
-    return callable(getattr(layer, "finalize_state", None)) and (
-        type(layer).load_own_variables is not keras.Layer.load_own_variables
-    )
-
-
-def _reload_own_variables(layer: Any) -> None:
-    """What Keras's loader does for a preprocessing layer: call its ``load_own_variables``, in which
-    it derives state from its variables (Normalization: its mean and variance).
-
-    The variables already hold their values; the store is the layer's own ``save_own_variables``.
-    Nothing else is finalized: a layer whose derived state Keras's loader leaves alone
-    (Discretization's bin boundaries, which its config records) keeps it. Other layers' own
-    ``load_own_variables`` are not called: Dense and Embedding with LoRA enabled would merge
-    their LoRA weights into the kernel, which the variables carried exactly already.
-    """
-    store: dict[str, Any] = {}
-    layer.save_own_variables(store)
-    layer.load_own_variables(store)
+        if held.built and not optimizer.built:
+            if not all(0 <= position < len(variables) for position in held.targets):
+                raise StateMismatchError(
+                    f"Optimizer '{held.path}' of {_describe(obj)} was built for variables the rebuilt model "
+                    f"does not have (it has {len(variables)}).",
+                    path=held.path,
+                )
+            optimizer.build([variables[position] for position in held.targets])
+        keys = _names.optimizer_variable_keys(optimizer, references)
+        targets = in_saved_order(list(optimizer.variables), keys, held.variables)
+        owner = f"optimizer '{held.path}' of {_describe(obj)}"
+        assign_in_order(targets, held.variables, owner=owner, written_backend=state.backend)
 
 
 def apply_to_optimizer(obj: Any, state: CapturedState) -> None:
@@ -247,88 +307,3 @@ def _optimizer_of(obj: Any):
 
 def _describe(obj: Any) -> str:
     return f"{type(obj).__name__} '{getattr(obj, 'name', '?')}'"
-
-
-def _flat_layers(obj: Any) -> list:
-    if hasattr(obj, "_flatten_layers"):
-        return list(obj._flatten_layers(include_self=True, recursive=True))
-    return [obj]
-
-
-def _has_custom_hooks(layer: Any) -> bool:
-    """Layers whose state Keras's variables do not fully describe."""
-    return _has_saving_hooks(layer) or bool(_carried_states(layer))
-
-
-def _has_saving_hooks(layer: Any) -> bool:
-    """Layers with assets, or with ``save_own_variables`` / ``load_own_variables`` of their own."""
-    if hasattr(layer, "save_assets"):
-        return True
-    for name in ("save_own_variables", "load_own_variables"):
-        hook = getattr(type(layer), name, None)
-        if hook is not None and not hook.__module__.startswith("keras."):
-            return True
-    return False
-
-
-# Keys of state Keras keeps outside ``model.variables``, in a layer's own-variables store.
-_STATES_PREFIX = "keras_pickle:states/"
-
-
-def _carried_states(layer: Any) -> list:
-    """A stateful RNN's carried states: Keras variables that ``model.variables`` leaves out."""
-    if not getattr(layer, "stateful", False):
-        return []
-    states = getattr(layer, "states", None)
-    if not isinstance(states, (list, tuple)) or not all(isinstance(s, keras.Variable) for s in states):
-        return []
-    return list(states)
-
-
-def _hooked_layers(obj: Any):
-    for index, layer in enumerate(_flat_layers(obj)):
-        if _has_custom_hooks(layer):
-            yield index, layer
-
-
-def _capture_layer(index: int, layer: Any) -> LayerState:
-    store: dict[str, Any] = {}
-    if _has_saving_hooks(layer):
-        layer.save_own_variables(store)
-    for position, carried in enumerate(_carried_states(layer)):
-        store[f"{_STATES_PREFIX}{position}"] = carried
-    own_variables = [(str(key), _backend.to_numpy(value)) for key, value in store.items()]
-    assets: list[tuple[str, bytes]] = []
-    if hasattr(layer, "save_assets"):
-        with tempfile.TemporaryDirectory(prefix="keras_pickle_assets_") as directory:
-            layer.save_assets(directory)
-            for root, _dirs, files in os.walk(directory):
-                for name in sorted(files):
-                    full = os.path.join(root, name)
-                    with open(full, "rb") as f:
-                        assets.append((os.path.relpath(full, directory).replace(os.sep, "/"), f.read()))
-    return LayerState(index=index, own_variables=own_variables, assets=assets)
-
-
-def _apply_layer(layer: Any, state: LayerState) -> None:
-    own = [(key, array) for key, array in state.own_variables if not key.startswith(_STATES_PREFIX)]
-    carried = [(key, array) for key, array in state.own_variables if key.startswith(_STATES_PREFIX)]
-    # Keras's own loader calls load_own_variables before load_assets.
-    if own:
-        # The layer's own code may keep what it is given: arrays of its own,
-        # never views of the caller's buffers or the payload.
-        layer.load_own_variables({key: np.array(array, copy=True) for key, array in own})
-    if carried:
-        targets = _carried_states(layer)
-        assign_in_order(targets, carried, owner=f"the carried states of {_describe(layer)}")
-    if state.assets and hasattr(layer, "load_assets"):
-        with tempfile.TemporaryDirectory(prefix="keras_pickle_assets_") as directory:
-            root = os.path.realpath(directory)
-            for relative, content in state.assets:
-                target = os.path.realpath(os.path.join(root, relative))
-                if not target.startswith(root + os.sep):
-                    raise StateMismatchError(f"Refusing asset path outside its directory: {relative!r}.")
-                os.makedirs(os.path.dirname(target), exist_ok=True)
-                with open(target, "wb") as f:
-                    f.write(content)
-            layer.load_assets(directory)

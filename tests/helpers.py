@@ -56,6 +56,17 @@ def assert_trains_identically(original, restored, x, y) -> None:
     assert_same_state(original, restored)
 
 
+def constructed_before_install(factory):
+    """``factory()`` while keras_pickle is not installed: nothing records constructor or compile() arguments."""
+    import keras_pickle
+
+    keras_pickle.uninstall()
+    try:
+        return factory()
+    finally:
+        keras_pickle.install()
+
+
 def run_python(code: str, *args: str, cwd: Path | None = None, timeout: float = 300, env: dict | None = None) -> str:
     """Run ``code`` in a fresh interpreter; return stdout, fail with stderr."""
     return _run([sys.executable, "-c", textwrap.dedent(code), *args], cwd=cwd, timeout=timeout, env=env)

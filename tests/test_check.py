@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 import zoo
+from helpers import constructed_before_install
 
 import keras_pickle
 
@@ -119,7 +120,7 @@ def test_models_with_custom_layers_are_fine_and_weights_are_not_serialized():
 
 
 def test_subclassed_model_without_recoverable_config_is_reported():
-    model = zoo.NoConfigModel(5)
+    model = constructed_before_install(lambda: zoo.NoConfigModel(5))
     model(zoo.data()[0])
     report = keras_pickle.check({"model": model})
     assert_truthful({"model": model}, report)
@@ -327,7 +328,7 @@ def no_weights_read():
 
 
 def test_custom_layer_with_a_lambda_argument_is_named_in_the_model():
-    model = apply_model(Apply(lambda x: x * 2, name="doubler"))
+    model = apply_model(constructed_before_install(lambda: Apply(lambda x: x * 2, name="doubler")))
     with no_weights_read():
         report = keras_pickle.check(model, name="model")
     assert_truthful(model, report)
@@ -338,6 +339,16 @@ def test_custom_layer_with_a_lambda_argument_is_named_in_the_model():
     assert "Its argument fn is a lambda." in problem.reason and "\n" not in problem.reason
     assert "module-level function" in problem.advice and "from_config()" in problem.advice
     assert "model.layers[2] (test_check.Apply): layer 'doubler'" in str(report)
+
+
+def test_a_recorded_lambda_argument_is_named_where_it_sits():
+    model = apply_model(Apply(lambda x: x * 2, name="doubler"))
+    with no_weights_read():
+        report = keras_pickle.check(model, name="model")
+    assert_truthful(model, report)
+    (problem,) = report.problems
+    assert problem.path == "model.get_layer('doubler').fn"
+    assert "lambda" in problem.reason and "module level" in problem.advice
 
 
 def test_failing_layer_nested_in_a_sequential_inside_a_functional():
@@ -359,10 +370,12 @@ def test_every_failing_layer_is_named(kind):
     if kind == "functional":
         inputs = keras.Input((zoo.FEATURES,))
         model = keras.Model(inputs, second(keras.layers.Dense(2)(first(inputs))))
-        expected = {"model.layers[1]": "layer 'first'", "model.layers[3]": "layer 'second'"}
+        expected = {"model.get_layer('first').fn": "a lambda, which pickle cannot store by reference",
+                    "model.layers[3]": "layer 'second'"}  # fmt: skip
     else:
         model = keras.Sequential([keras.Input((zoo.FEATURES,)), first, second])
-        expected = {"model.layers[0]": "layer 'first'", "model.layers[1]": "layer 'second'"}
+        expected = {"model.get_layer('first').fn": "a lambda, which pickle cannot store by reference",
+                    "model.layers[1]": "layer 'second'"}  # fmt: skip
     report = keras_pickle.check(model, name="model")
     assert_truthful(model, report)
     assert {p.path: p.reason.split(":")[0] for p in report.problems} == expected

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import json
 import pickle
 
@@ -9,6 +10,7 @@ import keras
 import numpy as np
 import pytest
 import zoo
+from helpers import constructed_before_install
 
 import keras_pickle
 from keras_pickle import _format
@@ -33,7 +35,7 @@ def reduced(obj, protocol=5):
 def test_header_describes_the_payload():
     model = zoo.trained(zoo.sequential)
     header, body = reduced(model)
-    assert header["format"] == "keras_pickle" and header["format_version"] == keras_pickle.FORMAT_VERSION == 2
+    assert header["format"] == "keras_pickle" and header["format_version"] == keras_pickle.FORMAT_VERSION == 3
     assert header["keras_version"] == keras.__version__
     assert header["backend"] == keras.backend.backend() == "tensorflow"
     assert header["class"] == "keras.src.models.sequential.Sequential"
@@ -51,7 +53,13 @@ def test_header_describes_the_payload():
         "layer_states",
         "custom_objects",
         "dtype_policy",
+        "metric_variables",
+        "held_optimizers",
+        "constructed",
+        "compile_call",
+        "compile_optimizers",
     }
+    assert body["constructed"] == [] and body["compile_call"] is None and body["held_optimizers"] == []
     assert json.loads(body["dtype_policy"])["config"] == {"name": "float32"}
     assert body["custom_objects"]["Scale"] is zoo.Scale
     assert body["custom_objects"]["scaled_relu"] is zoo.scaled_relu
@@ -64,10 +72,10 @@ def test_newer_format_version_names_both_versions():
         with pytest.raises(keras_pickle.FormatVersionError) as info:
             load(data)
         message = str(info.value)
-        assert "format version 7" in message and "up to 2" in message
+        assert "format version 7" in message and "up to 3" in message
         assert f"(Keras {keras.__version__})" in message
         assert "pip install --upgrade keras-pickle" in message
-        assert info.value.found_version == 7 and info.value.supported_version == 2
+        assert info.value.found_version == 7 and info.value.supported_version == 3
         assert isinstance(info.value, pickle.UnpicklingError)
 
 
@@ -161,12 +169,38 @@ def test_error_family():
     assert issubclass(keras_pickle.KerasUnpicklingError, keras_pickle.KerasPickleError)
 
 
-def test_subclassed_model_with_unrecoverable_arguments_fails_at_dump_time():
-    model = zoo.NoConfigModel(5)
+def test_subclassed_model_constructed_before_install_fails_at_dump_time_naming_both_remedies():
+    model = constructed_before_install(lambda: zoo.NoConfigModel(5))
     model(zoo.data()[0])
     with pytest.raises(keras_pickle.UnrecoverableConfigError) as info:
         pickle.dumps(model)
-    assert "get_config" in str(info.value) and info.value.class_name == "NoConfigModel"
+    message = str(info.value)
+    assert "get_config" in message and info.value.class_name == "NoConfigModel"
+    assert "keras_pickle.install() before constructing" in message
+
+
+def test_a_model_taking_a_model_constructed_before_install_names_its_arguments_with_their_types():
+    def build():
+        encoder = keras.Sequential([keras.Input((zoo.FEATURES,)), keras.layers.Dense(2)])
+        return zoo.Wrapper(encoder, scale=np.ones(2, "float32"))
+
+    model = constructed_before_install(build)
+    with pytest.raises(keras_pickle.UnrecoverableConfigError) as info:
+        copy.deepcopy(model)
+    message = str(info.value)
+    assert "(encoder: Sequential, scale: ndarray)" in message, message
+    assert "keras_pickle.install() before constructing" in message and "from_config()" in message
+    report = keras_pickle.check(model)
+    assert not report.ok and "encoder: Sequential" in str(report)
+
+
+def test_subclassed_model_constructed_after_install_travels_with_its_arguments():
+    model = zoo.NoConfigModel(5)
+    x = zoo.data()[0]
+    model(x)
+    for restored in (pickle.loads(pickle.dumps(model)), copy.deepcopy(model)):
+        assert restored.units == 5 and len(restored.variables) == 2
+        assert np.array_equal(keras.ops.convert_to_numpy(restored(x)), keras.ops.convert_to_numpy(model(x)))
 
 
 class DefaultsOnly(keras.Model):
@@ -182,15 +216,18 @@ class DefaultsOnly(keras.Model):
 
 
 def test_subclassed_model_without_get_config_but_default_arguments_round_trips():
-    model = DefaultsOnly()
+    model = constructed_before_install(DefaultsOnly)
     model(zoo.data()[0])
     restored = pickle.loads(pickle.dumps(model))
     assert restored.units == 3 and len(restored.variables) == 2
 
-    changed = DefaultsOnly(units=6)
+    changed = constructed_before_install(lambda: DefaultsOnly(units=6))
     changed(zoo.data()[0])
     with pytest.raises(keras_pickle.UnrecoverableConfigError, match=r"units=6"):
         pickle.dumps(changed)
+    recorded = DefaultsOnly(units=6)
+    recorded(zoo.data()[0])
+    assert pickle.loads(pickle.dumps(recorded)).units == 6
 
 
 class Ghostly(keras.layers.Layer):

@@ -217,15 +217,20 @@ def test_allow_metrics_and_callbacks_grid_search_and_joblib(tmp_path):
 
 
 @pytest.mark.usefixtures("allow_metrics_and_callbacks")
-def test_built_optimizers_stay_refused_under_allow():
+def test_built_optimizers_travel_only_as_their_models_under_allow():
     keras_pickle.install(allow=("metrics", "callbacks", "optimizers"))
     estimator = instances_estimator(optimizer=keras.optimizers.Adam(0.01), epochs=1)
     restored = pickle.loads(pickle.dumps(estimator))  # not built yet: config and state
     assert restored.optimizer.get_config() == estimator.optimizer.get_config()
     estimator.fit(X, Y)
-    assert estimator.optimizer.built
+    assert estimator.optimizer.built and estimator.optimizer is estimator.model_.optimizer
+    # Pickled with the fitted model that owns it: that model's optimizer, its state the model's.
+    restored = pickle.loads(pickle.dumps(estimator))
+    assert restored.optimizer is restored.model_.optimizer
+    assert int(restored.optimizer.iterations) == int(estimator.optimizer.iterations)
+    # Alone, a built optimizer stays refused, allow= or not.
     with pytest.raises(keras_pickle.PickleRefusedError, match="optimizer__learning_rate") as info:
-        pickle.dumps(estimator)
+        pickle.dumps(estimator.optimizer)
     assert "keras.optimizers.Adam: it is built" in str(info.value)
 
 

@@ -112,6 +112,18 @@ class NoConfigModel(keras.Model):
         return self.dense(x)
 
 
+class Wrapper(keras.Model):
+    """A subclassed model without get_config whose constructor takes a model and an array."""
+
+    def __init__(self, encoder, scale, **kwargs):
+        super().__init__(**kwargs)
+        self.encoder = encoder
+        self.scale = scale
+
+    def call(self, x):
+        return self.encoder(x) * self.scale
+
+
 def sequential() -> keras.Model:
     return keras.Sequential(
         [

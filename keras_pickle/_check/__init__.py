@@ -166,10 +166,12 @@ class _Walker:
         if error is not None:
             for where, culprit, culprit_error in layers.culprits(layer, path, error):
                 self.layer_problem(where, culprit, culprit_error, named=culprit is not layer)
-            return
         for name, obj in custom_objects.items():
             if isinstance(obj, (type, types.FunctionType)) and name == getattr(obj, "__name__", name):
                 self.visit(obj, f"{path}.custom_objects[{name!r}]")
+        # Recorded constructor arguments travel beside the config: each must pickle.
+        for where, value in layers.recorded_arguments(layer, path):
+            self.visit(value, where)
 
     def layer_problem(self, path: str, layer: Any, error: BaseException, *, named: bool) -> None:
         """``error`` (what pickling ``layer`` would raise) as a short reason and its fix."""

@@ -10,7 +10,7 @@ from typing import Any
 import keras
 from keras.src.models.functional import Functional
 
-from .. import _payload
+from .. import _custom_objects, _dump_checks, _payload, _records
 from ..errors import KerasPickleError, KerasPicklingError
 
 
@@ -25,7 +25,11 @@ def layer_failure(layer: Any) -> tuple[BaseException | None, dict]:
     The same steps as pickling (:func:`_payload.checked_config`), without reading variables.
     """
     try:
-        return None, _payload.checked_config(layer)[1]
+        checked = _payload.checked_config(layer)
+        _custom_objects.portable_mapping(checked.custom_objects)
+        for entry in checked.constructed:
+            _custom_objects.portable(entry.cls, "the class")
+        return None, checked.custom_objects
     except KerasPickleError as e:
         return e, {}
     except Exception as e:
@@ -33,18 +37,37 @@ def layer_failure(layer: Any) -> tuple[BaseException | None, dict]:
 
 
 def own_constructor_failure(layer: Any) -> KerasPickleError | None:
-    """``_payload.check_constructor_recoverable`` for ``layer`` alone, not the layers it lists."""
-    cls = type(layer)
-    if cls.__module__.startswith("keras."):
-        return None
+    """``_dump_checks.check_constructor_recoverable`` for ``layer`` alone, not the layers it lists."""
     try:
-        if getattr(cls.get_config, "_is_default", False):
-            _payload._check_auto_config(layer)
-        if cls.from_config.__func__.__module__.startswith("keras."):
-            _payload._check_config_fits_constructor(layer)
+        _dump_checks.check_own_constructor(layer)
     except KerasPickleError as e:
         return e
     return None
+
+
+def recorded_arguments(layer: Any, path: str) -> list[tuple[str, Any]]:
+    """``(path, value)`` of every constructor argument keras_pickle recorded for ``layer`` or a layer in it.
+
+    Those travel in the pickle beside the config (``keras_pickle._construct``),
+    so each must pickle; a path names the argument (``vae.decoder``).
+    """
+    found = []
+    sublayers = layer._flatten_layers(include_self=True) if hasattr(layer, "_flatten_layers") else [layer]
+    for sublayer in sublayers:
+        recorded = _records.init_arguments(sublayer)
+        if recorded is None:
+            continue
+        base = path if sublayer is layer else f"{path}.get_layer({sublayer.name!r})"
+        args, kwargs = recorded
+        try:
+            names = list(inspect.signature(type(sublayer).__init__).bind(sublayer, *args).arguments)[1:]
+        except TypeError:
+            names = []
+        for index, value in enumerate(args):
+            found.append((f"{base}.{names[index]}" if index < len(names) else f"{base}.args[{index}]", value))
+        for name, value in kwargs.items():
+            found.append((f"{base}.{name}", value))
+    return found
 
 
 def culprits(layer: Any, path: str, error: BaseException) -> list[tuple[str, Any, BaseException]]:

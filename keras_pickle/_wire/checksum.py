@@ -100,3 +100,17 @@ def _feed_body(feed: Callable[..., None], body: dict) -> None:
         for path, content in assets:
             feed(path, content)
     feed("custom_objects", sorted(body.get("custom_objects", {})))
+    if "metric_variables" not in body:  # format versions 1 and 2 end here
+        return
+    feed("metric_variables")
+    for key, dtype, shape, data in body["metric_variables"]:
+        feed(key, dtype, shape, data)
+    feed("held_optimizers")
+    for path, config, built, targets, entries in body["held_optimizers"]:
+        feed(path, config, built, targets)
+        for key, dtype, shape, data in entries:
+            feed(key, dtype, shape, data)
+    feed("compile_optimizers", sorted(body["compile_optimizers"].items()))
+    # Recorded constructor and compile() arguments are objects of the pickle stream (a model among
+    # them is a payload of its own, with its own checksum): only the constructed classes are fed.
+    feed("constructed", [qualified_name(cls) for cls, _args, _kwargs in body["constructed"]])

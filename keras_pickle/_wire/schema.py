@@ -21,9 +21,11 @@ from .configs import count_listed_layers
 from .reprs import as_text, bounded_repr, shorten
 
 FORMAT_NAME = "keras_pickle"
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3
 """Version 2 added the body's ``dtype_policy``, the kinds "metric" and "optimizer", and the
-``xxh3_64+header`` checksum; version 1 payloads load as they always did."""
+``xxh3_64+header`` checksum. Version 3 keys layer state by the layer's place (a string, where
+versions 1 and 2 hold its index) and adds ``metric_variables``, ``held_optimizers``,
+``constructed``, ``compile_call`` and ``compile_optimizers``. Older payloads load as they always did."""
 KIND_LAYER, KIND_LOSS, KIND_METRIC, KIND_OPTIMIZER = KINDS = ("layer", "loss", "metric", "optimizer")
 
 RESTORE = ("keras_pickle._format", "restore")
@@ -33,7 +35,11 @@ RESTORE_WITH_STATE = ("keras_pickle._allow", "restore_with_state")
 metric or unbuilt optimizer (``install(allow=...)``)."""
 RESTORE_CALLBACK = ("keras_pickle._allow", "restore_callback")
 """``restore_callback(cls, attributes)``: an allowed callback (or a ``History``)."""
-RECONSTRUCTORS = (RESTORE, RESTORE_WITH_STATE, RESTORE_CALLBACK)
+PART_OF = ("keras_pickle._format", "part_of")
+"""``part_of(model, path)``: an optimizer or metric that belongs to a model pickled in the same stream."""
+REGISTERED = ("keras_pickle._format", "registered")
+"""``registered(name)``: the class or function Keras registered as ``name`` (one pickle cannot name)."""
+RECONSTRUCTORS = (RESTORE, RESTORE_WITH_STATE, RESTORE_CALLBACK, PART_OF, REGISTERED)
 
 HEADER_FIELDS = frozenset(
     ("format", "format_version", "keras_version", "backend", "class", "kind", "n_variables", "weight_bytes", "checksum")
@@ -42,7 +48,14 @@ HEADER_FIELDS = frozenset(
 
 _CONFIG_BODY_FIELDS = frozenset(("config", "custom_objects"))
 _LAYER_BODY_FIELDS_V1 = _CONFIG_BODY_FIELDS | {"variables", "optimizer_variables", "optimizer_built", "layer_states"}
-_LAYER_BODY_FIELDS = _LAYER_BODY_FIELDS_V1 | {"dtype_policy"}
+_LAYER_BODY_FIELDS_V2 = _LAYER_BODY_FIELDS_V1 | {"dtype_policy"}
+_LAYER_BODY_FIELDS = _LAYER_BODY_FIELDS_V2 | {
+    "metric_variables",
+    "held_optimizers",
+    "constructed",
+    "compile_call",
+    "compile_optimizers",
+}
 
 
 def make_header(*, class_path: str, kind: str, body: dict, checksum: bool, keras_version: str, backend: str) -> dict:
@@ -68,8 +81,11 @@ def body_arrays(body: dict) -> Iterable[WireArray]:
     """Every array entry of a (well-formed) body: variables, optimizer variables, layer state."""
     yield from body.get("variables", ())
     yield from body.get("optimizer_variables", ())
-    for _index, own_variables, _assets in body.get("layer_states", ()):
+    for _place, own_variables, _assets in body.get("layer_states", ()):
         yield from own_variables
+    yield from body.get("metric_variables", ())
+    for _path, _config, _built, _targets, entries in body.get("held_optimizers", ()):
+        yield from entries
 
 
 # --------------------------------------------------------------------------
@@ -160,7 +176,7 @@ def body_fields(header: dict) -> frozenset:
     """The fields a body of this header's kind and format version holds, exactly."""
     if header["kind"] != KIND_LAYER:
         return _CONFIG_BODY_FIELDS
-    return _LAYER_BODY_FIELDS_V1 if header["format_version"] == 1 else _LAYER_BODY_FIELDS
+    return {1: _LAYER_BODY_FIELDS_V1, 2: _LAYER_BODY_FIELDS_V2}.get(header["format_version"], _LAYER_BODY_FIELDS)
 
 
 def check_body(header: dict, body: object, *, is_custom_object: Callable[[Any], bool]) -> dict:
@@ -176,7 +192,7 @@ def check_body(header: dict, body: object, *, is_custom_object: Callable[[Any], 
     check_exact_fields(f"{header['kind']} body", body, body_fields(header))
     n_variables = 0
     weight_bytes = 0
-    for entry, section in _iter_checked_arrays(body):
+    for entry, section in _iter_checked_arrays(body, header["format_version"]):
         n_variables += 1
         limits.check_limit("MAX_VARIABLES", n_variables, "its body holds more variables")
         weight_bytes += check_entry(entry, section)
@@ -193,6 +209,7 @@ def check_body(header: dict, body: object, *, is_custom_object: Callable[[Any], 
     if not isinstance(body.get("dtype_policy", ""), str):
         raise KerasUnpicklingError("Corrupt keras_pickle payload: dtype_policy is not a string.")
     _check_custom_objects(body, is_custom_object)
+    _check_recorded_calls(body)
     config_text = body["config"]
     limits.check_limit("MAX_CONFIG_BYTES", len(config_text), f"its config has {len(config_text):,} characters")
     limits.check_limit(
@@ -202,8 +219,7 @@ def check_body(header: dict, body: object, *, is_custom_object: Callable[[Any], 
         config = json.loads(config_text)
     except (ValueError, RecursionError) as e:
         raise KerasUnpicklingError(
-            "Corrupt keras_pickle payload: the config is not valid JSON "
-            f"({type(e).__name__}: {shorten(str(e), 200)}).",
+            f"Corrupt keras_pickle payload: the config is not valid JSON ({type(e).__name__}: {shorten(str(e), 200)}).",
             original_error=e,
         ) from e
     limits.check_limit("MAX_LAYERS", count_listed_layers(config), "its config lists more layers")
@@ -226,23 +242,24 @@ def _sequence(body: dict, key: str) -> list:
     return value
 
 
-def _iter_checked_arrays(body: dict) -> Iterable[tuple[object, str]]:
+def _iter_checked_arrays(body: dict, format_version: int) -> Iterable[tuple[object, str]]:
     """Every array entry of the body with its section, the structure around it checked."""
-    for section in ("variables", "optimizer_variables"):
+    for section in ("variables", "optimizer_variables", "metric_variables"):
         for entry in _sequence(body, section):
             yield entry, section
+    place_type = int if format_version < 3 else str
     for state in _sequence(body, "layer_states"):
         if not (
             isinstance(state, tuple)
             and len(state) == 3
-            and isinstance(state[0], int)
+            and isinstance(state[0], place_type)
             and not isinstance(state[0], bool)
-            and state[0] >= 0
+            and (place_type is str or state[0] >= 0)
             and isinstance(state[1], (list, tuple))
             and isinstance(state[2], (list, tuple))
         ):
             raise KerasUnpicklingError(
-                "Corrupt keras_pickle payload: a layer_states entry is not an (index, variables, assets) tuple."
+                "Corrupt keras_pickle payload: a layer_states entry is not a (place, variables, assets) tuple."
             )
         for asset in state[2]:
             if not (isinstance(asset, tuple) and len(asset) == 2 and isinstance(asset[0], str)):
@@ -253,6 +270,50 @@ def _iter_checked_arrays(body: dict) -> Iterable[tuple[object, str]]:
                 )
         for entry in state[1]:
             yield entry, "layer_states"
+    for held in _sequence(body, "held_optimizers"):
+        if not (
+            isinstance(held, tuple)
+            and len(held) == 5
+            and isinstance(held[0], str)
+            and isinstance(held[1], str)
+            and isinstance(held[2], bool)
+            and isinstance(held[3], list)
+            and all(isinstance(position, int) and not isinstance(position, bool) for position in held[3])
+            and isinstance(held[4], list)
+        ):
+            raise KerasUnpicklingError(
+                "Corrupt keras_pickle payload: a held_optimizers entry is not "
+                "(path, config, built, targets, variables)."
+            )
+        size = len(held[1])
+        limits.check_limit("MAX_CONFIG_BYTES", size, f"an optimizer config has {size:,} characters")
+        for entry in held[4]:
+            yield entry, "held_optimizers"
+
+
+def _check_recorded_calls(body: dict) -> None:
+    """The structure of ``constructed``, ``compile_call`` and ``compile_optimizers`` (format version 3)."""
+    if "constructed" not in body:
+        return
+    constructed = _sequence(body, "constructed")
+    limits.check_limit("MAX_LAYERS", len(constructed), "its body lists more constructed objects")
+    for entry in constructed:
+        if not (isinstance(entry, tuple) and len(entry) == 3 and isinstance(entry[1], tuple)):
+            raise KerasUnpicklingError(
+                "Corrupt keras_pickle payload: a constructed entry is not (class, args, kwargs)."
+            )
+        if not (isinstance(entry[2], dict) and all(isinstance(key, str) for key in entry[2])):
+            raise KerasUnpicklingError("Corrupt keras_pickle payload: constructed keyword arguments are not a dict.")
+    call = body["compile_call"]
+    if call is not None and not (
+        isinstance(call, tuple) and len(call) == 2 and isinstance(call[0], tuple) and isinstance(call[1], dict)
+    ):
+        raise KerasUnpicklingError("Corrupt keras_pickle payload: compile_call is not (args, kwargs).")
+    optimizers = body["compile_optimizers"]
+    if not (
+        isinstance(optimizers, dict) and all(isinstance(k, str) and isinstance(v, str) for k, v in optimizers.items())
+    ):
+        raise KerasUnpicklingError("Corrupt keras_pickle payload: compile_optimizers is not a dict of configs.")
 
 
 def _check_custom_objects(body: dict, is_custom_object: Callable[[Any], bool]) -> None:

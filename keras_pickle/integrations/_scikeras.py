@@ -1,12 +1,15 @@
 """scikeras: keep keras_pickle's hooks, and do not pickle callbacks scikeras made.
 
-Two things, both applied only while keras_pickle is installed:
+Three things, all applied only while keras_pickle is installed:
 
 * scikeras replaces ``keras.Model.__reduce__`` / ``__deepcopy__`` and the
   ``__reduce__`` of Loss, Metric and Optimizer when it is imported (config
   only, or a ``.keras`` zip). ``install()`` hands :func:`._imports.activate`
   its ``reapply``, which runs right after that import and puts keras_pickle's
   hooks back.
+* The fitted ``model_`` comes first in the pickled state, so that an
+  optimizer or metric instance given as a parameter, which the model was
+  compiled with, pickles as that model's (full state, identity kept).
 * Given callback *classes* (``callbacks=[EarlyStopping]``,
   ``callbacks__patience=2``, the scikeras way), a fitted estimator keeps the
   instances it created in ``_fit_callbacks`` / ``_predict_callbacks``; they
@@ -65,6 +68,10 @@ def _callback_ids(value: Any, found: set[int], depth: int = 0) -> set[int]:
 @_ours
 def __getstate__(self):
     state = _original("__getstate__")(self)
+    if isinstance(state, dict) and "model_" in state:
+        # The fitted model first: an optimizer or metric instance among the parameters is the
+        # model's own, and pickles as "that model's" only after the model (see keras_pickle._stream).
+        state = {"model_": state["model_"], **state}
     if not isinstance(state, dict) or not any(key in state for key in _DERIVED):
         return state
     passed: set[int] = set()

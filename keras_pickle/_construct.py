@@ -1,0 +1,200 @@
+"""Layers and models rebuilt from their recorded constructor arguments instead of a config.
+
+When ``install()`` ran before such an object was constructed
+(:mod:`keras_pickle._records`), its config is a placeholder,
+``{"name": ..., "keras_pickle_constructed": i}``, and the payload carries
+``(class, args, kwargs)`` as entry ``i`` of its ``constructed`` list. The
+arguments travel in the same pickle stream as the object: a model passed to
+the constructor is pickled once, as itself, so ``restored.encoder`` is the
+model the restored constructor received. On load, Keras's deserializer
+resolves the class of a placeholder to :class:`_Constructing`, which calls
+the class with the arguments (once per entry) where Keras would call
+``from_config``; everything else in the config (build config, the graph of a
+Functional around it) applies as usual.
+
+The variables of a layer given as an argument travel with that layer's own
+payload, so the object's payload leaves them out (:func:`argument_variables`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator
+from typing import Any
+
+import keras
+
+from . import _records
+from ._records import CONSTRUCTED_KEY
+from ._wire.refs import unwrap
+from .errors import KerasUnpicklingError, UnrecoverableConfigError
+
+
+@dataclasses.dataclass(frozen=True)
+class Constructed:
+    """How to rebuild one object: ``cls(*args, **kwargs)``."""
+
+    cls: Any
+    args: tuple
+    kwargs: dict
+
+
+def of(objects: list[Any]) -> list[Constructed]:
+    """The recorded constructor calls of ``objects`` (each has recorded arguments)."""
+    entries = []
+    for obj in objects:
+        args, kwargs = _records.init_arguments(obj)
+        entries.append(Constructed(type(obj), args, kwargs))
+    return entries
+
+
+def from_entries(entries: Any) -> list[Constructed]:
+    """The payload's ``constructed`` list, checked and unwrapped (safe mode hands classes on as inert references)."""
+    if entries is None:
+        return []
+    if not isinstance(entries, list):
+        raise KerasUnpicklingError("Corrupt keras_pickle payload: constructed is not a list.")
+    found = []
+    for entry in entries:
+        if not (isinstance(entry, tuple) and len(entry) == 3 and isinstance(entry[1], tuple)):
+            raise KerasUnpicklingError(
+                "Corrupt keras_pickle payload: a constructed entry is not (class, args, kwargs)."
+            )
+        cls, args, kwargs = unwrap(entry[0]), entry[1], entry[2]
+        if not (isinstance(cls, type) and issubclass(cls, keras.Layer)):
+            raise KerasUnpicklingError(
+                f"Corrupt keras_pickle payload: a constructed entry names {cls!r}, not a Keras layer or model class."
+            )
+        if not (isinstance(kwargs, dict) and all(isinstance(key, str) for key in kwargs)):
+            raise KerasUnpicklingError("Corrupt keras_pickle payload: constructed keyword arguments are not a dict.")
+        found.append(
+            Constructed(cls, tuple(_unwrap_all(a) for a in args), {k: _unwrap_all(v) for k, v in kwargs.items()})
+        )
+    return found
+
+
+def _unwrap_all(value: Any) -> Any:
+    """``value`` with the inert references safe mode made, in lists, tuples and dicts too, unwrapped."""
+    if isinstance(value, list):
+        return [_unwrap_all(item) for item in value]
+    if isinstance(value, tuple) and type(value) is tuple:
+        return tuple(_unwrap_all(item) for item in value)
+    if isinstance(value, dict) and type(value) is dict:
+        return {key: _unwrap_all(item) for key, item in value.items()}
+    return unwrap(value)
+
+
+def argument_layers(entries: list[Constructed]) -> list[Any]:
+    """The Keras layers and models among the arguments (in lists, tuples and dict values too)."""
+    found: list[Any] = []
+    seen: set[int] = set()
+    for entry in entries:
+        for value in _walk((entry.args, entry.kwargs)):
+            if isinstance(value, keras.Layer) and id(value) not in seen:
+                seen.add(id(value))
+                found.append(value)
+    return found
+
+
+def argument_variables(entries: list[Constructed]) -> set[int]:
+    """``id()`` of every variable a layer among the arguments holds (carried by that layer's payload)."""
+    return {id(v) for layer in argument_layers(entries) for v in layer.variables}
+
+
+def _walk(value: Any, depth: int = 0) -> Iterator[Any]:
+    yield value
+    if depth > 8:
+        return
+    if isinstance(value, (list, tuple)):
+        for item in value:
+            yield from _walk(item, depth + 1)
+    elif isinstance(value, dict):
+        for item in value.values():
+            yield from _walk(item, depth + 1)
+
+
+class _Constructing:
+    """Stands for a class in ``custom_objects`` while loading: placeholders become constructor calls."""
+
+    def __init__(self, cls: type, entries: list[Constructed], built: dict[int, Any]):
+        self._cls = cls
+        self._entries = entries
+        self._built = built
+        self.__name__ = cls.__name__
+
+    def from_config(self, config: dict) -> Any:
+        index = config.get(CONSTRUCTED_KEY) if isinstance(config, dict) else None
+        if index is None:
+            return self._cls.from_config(config)
+        if not (isinstance(index, int) and 0 <= index < len(self._entries)):
+            raise KerasUnpicklingError(f"Corrupt keras_pickle payload: no constructed entry #{index!r}.")
+        if index not in self._built:
+            entry = self._entries[index]
+            if entry.cls is not self._cls:
+                raise KerasUnpicklingError(
+                    f"Corrupt keras_pickle payload: constructed entry #{index} is a {entry.cls.__name__}, "
+                    f"the config names {self._cls.__name__}."
+                )
+            obj = entry.cls(*entry.args, **entry.kwargs)
+            if _records.init_arguments(obj) is None:
+                _records.record_init_arguments(obj, entry.args, entry.kwargs)
+            self._built[index] = obj
+        return self._built[index]
+
+
+def constructing_custom_objects(custom_objects: dict[str, Any], entries: list[Constructed]) -> dict[str, Any]:
+    """``custom_objects`` with every class that has constructed entries standing for :class:`_Constructing`.
+
+    Each call starts afresh: a fallback rebuild constructs the objects again.
+    """
+    if not entries:
+        return custom_objects
+    classes = {id(entry.cls): entry.cls for entry in entries}
+    built: dict[int, Any] = {}
+    replaced = dict(custom_objects)
+    for key, value in custom_objects.items():
+        if id(value) in classes:
+            replaced[key] = _Constructing(value, entries, built)
+    missing = [cls.__name__ for cls in classes.values() if not any(v is cls for v in custom_objects.values())]
+    if missing:
+        raise KerasUnpicklingError(
+            f"Corrupt keras_pickle payload: the constructed class(es) {', '.join(missing)} "
+            "are not among its custom objects."
+        )
+    return replaced
+
+
+# --------------------------------------------------------------------------
+# Objects constructed before install(): what to tell the user
+# --------------------------------------------------------------------------
+
+
+def unrecorded_arguments_error(obj: Any, names: list[str]) -> UnrecoverableConfigError:
+    """The error for an object whose constructor arguments Keras cannot record and keras_pickle did not."""
+    cls = type(obj)
+    described = ", ".join(f"{name}: {_type_of_argument(obj, name)}" for name in names)
+    return UnrecoverableConfigError(
+        f"Cannot pickle {cls.__name__}: it has no get_config(), and its constructor arguments ({described}) "
+        "were not recorded: Keras records no arguments of a Model subclass, nor of a layer whose arguments "
+        "are not plain values, and keras_pickle records them only for objects constructed after "
+        "keras_pickle.install(). Either call keras_pickle.install() before constructing it (then its "
+        f"arguments travel with it), or add get_config() to {cls.__name__} returning its arguments, "
+        "with Keras objects serialized, and a from_config() classmethod that deserializes them, e.g.\n\n"
+        "    def get_config(self):\n"
+        '        return {**super().get_config(), "encoder": keras.saving.serialize_keras_object(self.encoder)}\n\n'
+        "    @classmethod\n"
+        "    def from_config(cls, config):\n"
+        '        config["encoder"] = keras.saving.deserialize_keras_object(config["encoder"])\n'
+        "        return cls(**config)",
+        class_name=cls.__name__,
+    )
+
+
+def _type_of_argument(obj: Any, name: str) -> str:
+    value = obj.__dict__.get(name, _MISSING)
+    if value is _MISSING:
+        value = obj.__dict__.get(f"_{name}", _MISSING)
+    return "?" if value is _MISSING else type(value).__name__
+
+
+_MISSING = object()
