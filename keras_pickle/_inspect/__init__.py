@@ -43,7 +43,7 @@ from .describe import describe
 from .machine import Stream, evaluate
 from .opening import Input, opened
 from .report import PayloadInfo as PayloadInfo
-from .values import some
+from .values import Call, some
 
 
 def inspect(
@@ -79,7 +79,8 @@ def inspect_all(
     verify: bool = False,
     buffers: Iterable[Any] | None = None,
 ) -> list[PayloadInfo]:
-    """Like :func:`inspect`, one :class:`PayloadInfo` per payload in the stream.
+    """Like :func:`inspect`, one :class:`PayloadInfo` per payload in the stream, the outermost first
+    (those no other payload holds as an argument), each group in stream order.
 
     The input is read once, as a stream; a file object is read from its
     current position and left open. Memory stays bounded whatever the input
@@ -97,7 +98,8 @@ def inspect_all(
             if not stream.payloads:
                 raise NotAPayloadError(_no_payload_message(stream, head, pickle_input), found=source)
             buffer_list = list(buffers) if buffers is not None else None
-            return [describe(stream, call, verify=verify, buffers=buffer_list) for call in stream.payloads]
+            payloads = _outermost_first(stream.payloads)
+            return [describe(stream, call, verify=verify, buffers=buffer_list) for call in payloads]
         except KerasPickleError:
             raise
         except Exception as e:  # malformed input must never escape as anything else
@@ -107,6 +109,28 @@ def inspect_all(
                 found=source,
                 original_error=e,
             ) from e
+
+
+def _outermost_first(payloads: list[Call]) -> list[Call]:
+    """``payloads`` with those no other payload holds first, each group in stream order.
+
+    A payload holds another when that one is among its arguments (a model
+    given to a recorded constructor is a payload of its own, written first).
+    """
+    nested: set[int] = set()
+    for payload in payloads:
+        stack, budget = [payload.args], 100_000
+        while stack and budget:
+            budget -= 1
+            value = stack.pop()
+            if isinstance(value, Call):
+                nested.add(id(value))
+                stack.append(value.args)
+            elif isinstance(value, (tuple, list)):
+                stack.extend(value)
+            elif isinstance(value, dict):
+                stack.extend(value.values())
+    return [p for p in payloads if id(p) not in nested] + [p for p in payloads if id(p) in nested]
 
 
 def _no_payload_message(stream: Stream, head: bytes, pickle_input: Input) -> str:

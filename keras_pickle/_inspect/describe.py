@@ -14,7 +14,7 @@ from .._wire import checksum as wire_checksum
 from .._wire import configs
 from .._wire.arrays import wire_itemsize
 from .._wire.refs import InertReference, qualified_name
-from .._wire.schema import FORMAT_NAME, FORMAT_VERSION
+from .._wire.schema import FORMAT_NAME, FORMAT_VERSION, REGISTERED
 from ..errors import KerasPickleError
 from .machine import Stream
 from .report import PayloadInfo
@@ -70,6 +70,14 @@ def describe(stream: Stream, payload: Call, *, verify: bool, buffers: list | Non
     else:
         warnings.append("layer_states is not a list")
     sections.append(("layer_states", state_entries))
+    sections.append(("metric_variables", _entries(body.get("metric_variables", ()), "metric_variables", warnings)))
+    held_entries: list = []
+    for held in _sequence(body.get("held_optimizers", ())):
+        if isinstance(held, tuple) and len(held) == 5:
+            held_entries.extend(_entries(held[4], "held_optimizers", warnings))
+        else:
+            warnings.append("a held_optimizers entry is not (path, config, built, targets, variables)")
+    sections.append(("held_optimizers", held_entries))
 
     n_variables = sum(len(entries) for _name, entries in sections)
     weight_bytes = sum(e.nbytes for _name, entries in sections for e in entries)
@@ -92,6 +100,8 @@ def describe(stream: Stream, payload: Call, *, verify: bool, buffers: list | Non
         for value in custom.values():
             if isinstance(value, Global):
                 custom_objects.append(f"{value.module}.{value.name}")
+            elif _registered_name(value) is not None:
+                custom_objects.append(f"<registered with Keras as {short(_registered_name(value))}>")
             elif isinstance(value, Call):
                 custom_objects.append(f"<by value: built by {describe_callable(value.function)}>")
             else:
@@ -140,7 +150,7 @@ def describe(stream: Stream, payload: Call, *, verify: bool, buffers: list | Non
         n_layers=configs.count_top_layers(config),
         n_params=n_params,
         n_variables=n_variables,
-        n_optimizer_variables=len(sections[1][1]),
+        n_optimizer_variables=len(sections[1][1]) + len(held_entries),
         weight_bytes=weight_bytes,
         out_of_band_buffers=stream.out_of_band,
         header_n_variables=plain(claimed_n),
@@ -242,13 +252,35 @@ def _checksum_status(checksum: Any, header: dict, body: dict, sections, *, verif
         if algorithm == wire_checksum.CHECKSUM_ALGORITHM:  # it covers the names, known only once the objects are built
             return "present (not verified: a custom object is pickled by value)"
         names = {}
+    constructed = _constructed_names(resolved.get("constructed", ()))
+    if constructed is None:
+        return "present (not verified: a constructed class is pickled by value)"
     try:
-        actual = wire_checksum.content_checksum(header, resolved, algorithm, names)
+        actual = wire_checksum.content_checksum(header, resolved, algorithm, names, constructed)
     except KerasPickleError:
         return f"present (not verified: unknown algorithm {short(algorithm)})"
     except Exception:
         return "present (not verified: the payload is malformed)"
     return "verified" if actual == checksum else f"MISMATCH (computed {actual})"
+
+
+def _registered_name(value: Any) -> str | None:
+    """The name of a ``keras_pickle._format.registered(name)`` call, else None."""
+    if isinstance(value, Call) and isinstance(value.function, Global) and value.function.key == REGISTERED:
+        if isinstance(value.args, tuple) and len(value.args) == 1 and isinstance(value.args[0], str):
+            return value.args[0]
+    return None
+
+
+def _constructed_names(entries: Any) -> list[str] | None:
+    """The qualified name of each constructed class, as the checksum covers them; None if one is not a global."""
+    names = []
+    for entry in _sequence(entries):
+        cls = entry[0] if isinstance(entry, tuple) and entry else None
+        if not isinstance(cls, Global):
+            return None
+        names.append(qualified_name(InertReference(None, f"{cls.module}.{cls.name}")))
+    return names
 
 
 def _custom_object_names(custom: dict) -> dict[str, str] | None:
@@ -282,7 +314,16 @@ def _checksummable(header: dict, body: dict) -> bool:
     states = body.get("layer_states", [])
     if not (isinstance(states, list) and all(isinstance(s, tuple) and len(s) == 3 for s in states)):
         return False
-    sections = [body.get("variables", []), body.get("optimizer_variables", [])] + [s[1] for s in states]
+    held = body.get("held_optimizers", [])
+    if not (isinstance(held, list) and all(isinstance(h, tuple) and len(h) == 5 for h in held)):
+        return False
+    if not all(_plain(h[0]) and _plain(h[1]) and _plain(h[2]) and _plain(h[3]) for h in held):
+        return False
+    optimizers = body.get("compile_optimizers", {})
+    if not (isinstance(optimizers, dict) and all(_plain(k) and _plain(v) for k, v in optimizers.items())):
+        return False
+    sections = [body.get("variables", []), body.get("optimizer_variables", []), body.get("metric_variables", [])]
+    sections += [s[1] for s in states] + [h[4] for h in held]
     for entries in sections:
         if not isinstance(entries, list):
             return False
@@ -316,7 +357,9 @@ def _holds_blobs(body: dict) -> bool:
 def _checksummed_data(body: dict) -> Iterator[Any]:
     """The data of every well-formed entry and asset of ``body``."""
     states = [s for s in _sequence(body.get("layer_states")) if isinstance(s, tuple) and len(s) == 3]
-    sections = [body.get("variables"), body.get("optimizer_variables")] + [state[1] for state in states]
+    held = [h for h in _sequence(body.get("held_optimizers")) if isinstance(h, tuple) and len(h) == 5]
+    sections = [body.get("variables"), body.get("optimizer_variables"), body.get("metric_variables")]
+    sections += [state[1] for state in states] + [h[4] for h in held]
     for entries in sections:
         yield from (e[3] for e in _sequence(entries) if isinstance(e, tuple) and len(e) == 4)
     for state in states:
@@ -342,11 +385,13 @@ def _with_buffers(body: dict, buffers: list | None) -> dict | None:
 
     try:
         resolved = dict(body)
-        for section in ("variables", "optimizer_variables"):
+        for section in ("variables", "optimizer_variables", "metric_variables"):
             if section in body:
                 resolved[section] = entries(body[section])
         if "layer_states" in body:
             resolved["layer_states"] = [(i, entries(own), assets) for i, own, assets in body["layer_states"]]
+        if "held_optimizers" in body:
+            resolved["held_optimizers"] = [(p, c, b, t, entries(v)) for p, c, b, t, v in body["held_optimizers"]]
         if not isinstance(resolved.get("custom_objects", {}), dict):
             return None
         return resolved

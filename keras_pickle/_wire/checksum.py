@@ -41,6 +41,7 @@ def content_checksum(
     body: dict,
     algorithm: str = CHECKSUM_ALGORITHM,
     custom_object_names: dict[str, str] | None = None,
+    constructed_names: list[str] | None = None,
 ) -> str:
     """``"<algorithm>:<hex>"``: xxh3-64 of the payload's content, as ``algorithm`` defines it.
 
@@ -48,7 +49,9 @@ def content_checksum(
     everything in the body, and for each custom object its key and the
     qualified name it resolves to (``custom_object_names``; by default read
     from the body's objects, or from safe mode's inert references). Not the
-    custom objects' code. :data:`BODY_ONLY_CHECKSUM` covers the body, and only
+    custom objects' code; of recorded constructor calls (format version 3), the qualified
+    name of each class (``constructed_names``; by default read from the body), not the
+    arguments. :data:`BODY_ONLY_CHECKSUM` covers the body, and only
     the custom objects' keys. The caller has validated ``header`` and
     ``body`` (the schema's structure checks): every value fed here is plain
     and bounded.
@@ -62,7 +65,9 @@ def content_checksum(
         if custom_object_names is None:
             custom_object_names = {key: qualified_name(v) for key, v in body.get("custom_objects", {}).items()}
         feed("custom_object_names", sorted(custom_object_names.items()))
-    _feed_body(feed, body)
+    if constructed_names is None:
+        constructed_names = [qualified_name(entry[0]) for entry in body.get("constructed", ())]
+    _feed_body(feed, body, constructed_names)
     return f"{algorithm}:{digest.hexdigest()}"
 
 
@@ -83,7 +88,7 @@ def _feeder(digest: Any) -> Callable[..., None]:
     return feed
 
 
-def _feed_body(feed: Callable[..., None], body: dict) -> None:
+def _feed_body(feed: Callable[..., None], body: dict, constructed_names: list[str]) -> None:
     """Everything in the body but the custom objects' values (their keys are fed)."""
     feed(body.get("config", ""), body.get("optimizer_built"))
     if "dtype_policy" in body:  # absent from format version 1
@@ -113,4 +118,4 @@ def _feed_body(feed: Callable[..., None], body: dict) -> None:
     feed("compile_optimizers", sorted(body["compile_optimizers"].items()))
     # Recorded constructor and compile() arguments are objects of the pickle stream (a model among
     # them is a payload of its own, with its own checksum): only the constructed classes are fed.
-    feed("constructed", [qualified_name(cls) for cls, _args, _kwargs in body["constructed"]])
+    feed("constructed", constructed_names)

@@ -60,6 +60,17 @@ def mixed_float16() -> keras.Model:
         keras.config.set_dtype_policy(previous)
 
 
+def recorded() -> keras.Model:
+    """A subclassed model without get_config taking a model and an array (recorded arguments), trained."""
+    keras.utils.set_random_seed(3)
+    encoder = keras.Sequential([keras.Input((zoo.FEATURES,)), keras.layers.Dense(2), keras.layers.Dropout(0.1)])
+    model = zoo.Wrapper(encoder, np.array([1.5, -0.5], "float32"))
+    model.compile(optimizer="adam", loss="mse")
+    x, y = zoo.data()
+    model.fit(x, np.repeat(y, 2, axis=1), epochs=1, batch_size=8, verbose=0)
+    return model
+
+
 # Format versions with a stored set, and what each set holds:
 # name without its "v<version>_" prefix -> (builder, dumps keyword arguments).
 SETS = {
@@ -78,6 +89,12 @@ SETS = {
         "functional_checksum": (functional, {"checksum": True}),
         "layer_checksum": (layer, {"checksum": True}),
         "mixed_float16_checksum": (mixed_float16, {"checksum": True}),
+    },
+    3: {
+        "sequential_checksum": (sequential, {"checksum": True}),
+        "functional_checksum": (functional, {"checksum": True}),
+        "layer_checksum": (layer, {"checksum": True}),
+        "recorded_checksum": (recorded, {"checksum": True}),
     },
 }
 PAYLOADS = {f"v{version}_{name}": spec for version, specs in SETS.items() for name, spec in specs.items()}
