@@ -72,7 +72,7 @@ def build():
 def test_a_fitted_scikeras_estimator_with_an_optimizer_instance_pickles_and_continues_bit_identically():
     x, y = zoo.data(32)
     estimator = sklearn.KerasRegressor(
-        build, optimizer=keras.optimizers.Adam(0.01), loss="mse", epochs=1, batch_size=8, verbose=0, random_state=0
+        build, optimizer=keras.optimizers.Adam(0.01), loss="mse", epochs=1, batch_size=8, verbose=0, shuffle=False
     )
     estimator.fit(x, y[:, 0])
     assert estimator.optimizer is estimator.model_.optimizer

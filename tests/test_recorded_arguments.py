@@ -44,7 +44,7 @@ class Seen(keras.metrics.Metric):
         self.count.assign(self.count + keras.ops.cast(keras.ops.shape(x)[0], self.count.dtype))
 
     def result(self):
-        return self.count
+        return keras.ops.convert_to_tensor(self.count)
 
 
 class Tracked(keras.Model):
@@ -58,7 +58,7 @@ class Tracked(keras.Model):
         self.head = keras.layers.Dense(1)
 
     def call(self, x):
-        return self.head(self.body(x) + self.offsets)
+        return self.head(self.body(x) + keras.ops.convert_to_tensor(self.offsets))
 
 
 def tracked() -> Tracked:
