@@ -8,9 +8,11 @@ Keras's own loader then skips compiling it with a warning. Here:
 
 * a model whose ``compile()`` call keras_pickle recorded
   (:mod:`keras_pickle._records`) is compiled by calling its ``compile()``
-  with the same arguments; each optimizer among them is replaced by a marker
-  (:data:`MARKER`) naming where the model holds it, and comes back as a
-  fresh optimizer of the same config, whose state is then loaded;
+  with the same arguments. Each Keras object among them that has a config
+  (optimizers, losses, metrics, KerasHub samplers) is replaced by a marker
+  (:data:`MARKER` and a key) and comes back as a fresh object of the same
+  config; an optimizer's key is where the model holds it, and its state is
+  loaded afterwards. Anything else travels as itself in the pickle;
 * a model that overrides ``compile_from_config()`` gets its own method;
 * otherwise, if the compile config binds to its ``compile()``, that is
   called with it (a KerasHub task compiled before ``install()``);
@@ -30,8 +32,8 @@ from keras.src.trainers.trainer import Trainer
 from . import _convert, _records
 from .errors import KerasUnpicklingError, UnrecoverableConfigError
 
-MARKER = "keras_pickle:optimizer:"
-"""Prefix of the string that stands for an optimizer in a recorded ``compile()`` call, before its path."""
+MARKER = "keras_pickle:compile_object:"
+"""Prefix of the string that stands for a Keras object in a recorded ``compile()`` call, before its key."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -40,7 +42,7 @@ class CompileCapture:
     call: tuple[tuple, dict] | None
     # (optimizer, path, config JSON) of every optimizer the model holds other than model.optimizer.
     held: list[tuple[Any, str, str]]
-    # path -> config JSON of each optimizer a marker stands for.
+    # key -> config JSON of each object a marker stands for (an optimizer's key: its path in the model).
     marked: dict[str, str]
 
 
@@ -77,6 +79,7 @@ def capture(model: Any, serialize: Any) -> CompileCapture:
         return CompileCapture(call=None, held=held, marked={})
     path_of = {id(part): path for part, path in parts}
     marked: dict[str, str] = {}
+    key_of: dict[int, str] = {}
 
     def mark(value: Any) -> Any:
         if isinstance(value, keras.optimizers.Optimizer):
@@ -90,11 +93,34 @@ def capture(model: Any, serialize: Any) -> CompileCapture:
                 )
             marked[path] = serialize(value)
             return MARKER + path
+        if _has_config(value):
+            if id(value) not in key_of:
+                config = _config_json(value)
+                if config is None:
+                    return value
+                key_of[id(value)] = key = f"argument{len(key_of)}"
+                marked[key] = config
+            return MARKER + key_of[id(value)]
         return _map(value, mark)
 
     args, kwargs = recorded
     call = (tuple(mark(a) for a in args), {key: mark(v) for key, v in kwargs.items()})
     return CompileCapture(call=call, held=held, marked=marked)
+
+
+def _has_config(value: Any) -> bool:
+    """A Keras object (not a layer: a layer in compile() arguments is part of a model) with a config."""
+    if isinstance(value, (type, keras.Layer)) or not callable(getattr(value, "get_config", None)):
+        return False
+    return callable(getattr(type(value), "from_config", None))
+
+
+def _config_json(value: Any) -> str | None:
+    """``value``'s Keras serialization as JSON, or None if Keras cannot serialize it."""
+    try:
+        return json.dumps(keras.saving.serialize_keras_object(value))
+    except Exception:
+        return None
 
 
 def _check_config_replays(model: Any) -> None:
@@ -139,18 +165,18 @@ def _replayed_call(call: Any, marked: Any, custom_objects: dict) -> tuple[tuple,
     if not (isinstance(call, tuple) and len(call) == 2 and isinstance(call[0], tuple) and isinstance(call[1], dict)):
         raise KerasUnpicklingError("Corrupt keras_pickle payload: compile_call is not (args, kwargs).")
     if not (isinstance(marked, dict) and all(isinstance(k, str) and isinstance(v, str) for k, v in marked.items())):
-        raise KerasUnpicklingError("Corrupt keras_pickle payload: compile_optimizers is not a dict of configs.")
+        raise KerasUnpicklingError("Corrupt keras_pickle payload: compile_objects is not a dict of configs.")
     fresh: dict[str, Any] = {}
 
     def unmark(value: Any) -> Any:
         if isinstance(value, str) and value.startswith(MARKER):
-            path = value[len(MARKER) :]
-            if path not in marked:
-                raise KerasUnpicklingError(f"Corrupt keras_pickle payload: no optimizer config for {path!r}.")
-            if path not in fresh:
-                config = _convert.portable_config(json.loads(marked[path]))
-                fresh[path] = keras.saving.deserialize_keras_object(config, custom_objects=custom_objects)
-            return fresh[path]
+            key = value[len(MARKER) :]
+            if key not in marked:
+                raise KerasUnpicklingError(f"Corrupt keras_pickle payload: no compile() object config for {key!r}.")
+            if key not in fresh:
+                config = _convert.portable_config(json.loads(marked[key]))
+                fresh[key] = keras.saving.deserialize_keras_object(config, custom_objects=custom_objects)
+            return fresh[key]
         return _map(value, unmark)
 
     args, kwargs = call

@@ -48,7 +48,7 @@ def snapshot(layer: Any) -> Blueprint:
         dtype_policy=_rebuild.policy_json(layer),
         constructed=checked.constructed,
         compile_call=compiled.call,
-        compile_optimizers=compiled.marked,
+        compile_objects=compiled.marked,
     )
 
 
@@ -65,8 +65,8 @@ def checked_config(layer: Any) -> CheckedConfig:
     constructed = _construct.of(collected.objects)
     compiled = _compile.capture(layer, _optimizer_config_json)  # refuses a compile() it could not replay
     custom_objects = _custom_objects.collect(config, [layer])
-    for optimizer_json in [*(held[2] for held in compiled.held), *compiled.marked.values()]:
-        custom_objects.update(_custom_objects.collect(json.loads(optimizer_json), [layer]))
+    for object_json in [*(held[2] for held in compiled.held), *compiled.marked.values()]:
+        custom_objects.update(_custom_objects.collect(json.loads(object_json), [layer]))
     return CheckedConfig(_rebuild.config_to_json(config, layer), custom_objects, constructed, compiled)
 
 
@@ -98,7 +98,7 @@ def layer_payload(layer: Any, protocol: int) -> tuple[dict, dict]:
             (_custom_objects.portable(entry.cls, "the class"), entry.args, entry.kwargs) for entry in taken.constructed
         ],
         "compile_call": taken.compile_call,
-        "compile_optimizers": taken.compile_optimizers,
+        "compile_objects": taken.compile_objects,
     }
     header = _header(layer, KIND_LAYER, body)
     return header, body
@@ -141,7 +141,7 @@ def object_from_payload(header: dict, body: dict, *, safe_mode: bool) -> Any:
         dtype_policy=body.get("dtype_policy"),
         constructed=_construct.from_entries(body.get("constructed")),
         compile_call=body.get("compile_call"),
-        compile_optimizers=body.get("compile_optimizers") or {},
+        compile_objects=body.get("compile_objects") or {},
     )
     return _rebuild.rebuild_with_state(blueprint, safe_mode=safe_mode)
 

@@ -112,7 +112,7 @@ class Blueprint:
     constructed: list = dataclasses.field(default_factory=list)
     # A recorded compile() call to replay (_compile), and the configs of the optimizers it marks.
     compile_call: Any = None
-    compile_optimizers: dict = dataclasses.field(default_factory=dict)
+    compile_objects: dict = dataclasses.field(default_factory=dict)
 
 
 def rebuild_with_state(blueprint: Blueprint, *, safe_mode: bool) -> Any:
@@ -165,12 +165,13 @@ def _rebuild_with_state(blueprint: Blueprint, *, safe_mode: bool) -> Any:
                 obj,
                 compile_config,
                 blueprint.compile_call,
-                blueprint.compile_optimizers,
+                blueprint.compile_objects,
                 blueprint.custom_objects,
                 state.backend,
             )
     _state.apply_to_optimizer(obj, state)
     _state.apply_to_held_optimizers(obj, state, _records.resolve_part)
+    _state.apply_to_metrics(obj, state)
     return obj
 
 

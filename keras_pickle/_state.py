@@ -129,27 +129,31 @@ def _capture_held(optimizer: Any, path: str, config_json: str, references: list[
 
 
 def apply_to_layers(obj: Any, state: CapturedState, *, skip: set[int] = frozenset()) -> None:
-    """Load variables, metric variables and layer state into ``obj``, a freshly rebuilt copy.
+    """Load variables and layer state into ``obj``, a freshly rebuilt copy.
 
     ``skip``: ``id()`` of variables that are not in the payload (see :func:`capture`).
-    Optimizer state is loaded separately (:func:`apply_to_optimizer`, :func:`apply_to_held_optimizers`),
-    after the model is compiled.
+    Optimizer and metric state is loaded separately (:func:`apply_to_optimizer`,
+    :func:`apply_to_held_optimizers`, :func:`apply_to_metrics`), after the model is compiled.
     """
     pairs = [(v, key) for v, key in zip(obj.variables, _names.variable_keys(obj)) if id(v) not in skip]
     targets = in_saved_order([v for v, _ in pairs], [key for _, key in pairs], state.variables)
     assign_in_order(targets, state.variables, owner=_describe(obj), written_backend=state.backend)
-    if state.metric_variables:
-        metric_pairs = _metric_variables(obj)
-        metric_targets = in_saved_order(
-            [v for _, v in metric_pairs], [key for key, _ in metric_pairs], state.metric_variables
-        )
-        owner = f"the metrics held by {_describe(obj)}"
-        assign_in_order(metric_targets, state.metric_variables, owner=owner, written_backend=state.backend)
 
     def assign_carried(targets: list, values: list, *, owner: str) -> None:
         assign_in_order(targets, values, owner=owner)
 
     _layer_state.apply(obj, state.layer_states, _describe(obj), assign_carried)
+
+
+def apply_to_metrics(obj: Any, state: CapturedState) -> None:
+    """Load the variables of the metrics ``obj`` holds as attributes: after compiling, which may create some
+    (a custom ``compile()`` that makes its trackers)."""
+    if not state.metric_variables:
+        return
+    pairs = _metric_variables(obj)
+    targets = in_saved_order([v for _, v in pairs], [key for key, _ in pairs], state.metric_variables)
+    owner = f"the metrics held by {_describe(obj)}"
+    assign_in_order(targets, state.metric_variables, owner=owner, written_backend=state.backend)
 
 
 def apply_to_held_optimizers(obj: Any, state: CapturedState, resolve: Any) -> None:

@@ -57,7 +57,7 @@ def test_header_describes_the_payload():
         "held_optimizers",
         "constructed",
         "compile_call",
-        "compile_optimizers",
+        "compile_objects",
     }
     assert body["constructed"] == [] and body["compile_call"] is None and body["held_optimizers"] == []
     assert json.loads(body["dtype_policy"])["config"] == {"name": "float32"}

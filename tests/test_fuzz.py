@@ -474,7 +474,7 @@ def test_structural_damage_is_refused_before_decoding(model, nothing_decoded):
         "loss with variables": (
             {**header, "kind": "loss"},
             body,
-            "its loss body has unknown fields ['compile_call', 'compile_optimizers'",
+            "its loss body has unknown fields ['compile_call', 'compile_objects'",
         ),
         "layer without optimizer_built": (
             header,

@@ -135,6 +135,14 @@ def test_tasks_with_tokenizers_pickle_and_deep_copy_compiled_as_they_were(name, 
         assert np.array_equal(restored.predict(TEXT, verbose=0), expected)
 
 
+def test_a_causal_lm_compiled_with_a_sampler_object_keeps_it():
+    task = gpt2_causal_lm()
+    task.compile(sampler=keras_hub.samplers.TopKSampler(k=2, seed=3))
+    for restored in (pickle.loads(pickle.dumps(task)), copy.deepcopy(task)):
+        assert type(restored.sampler) is keras_hub.samplers.TopKSampler and restored.sampler.k == 2
+        assert every_value(restored) == every_value(task)
+
+
 FRESH = """
     import pickle, sys
     import numpy as np

@@ -178,6 +178,37 @@ def test_an_argument_that_cannot_be_pickled_is_named_by_check():
         pickle.dumps(model)
 
 
+class CompiledWithTracker(keras.Model):
+    """A custom compile() that stores a second optimizer and creates a tracker (it did not exist before)."""
+
+    def __init__(self, net, **kwargs):
+        super().__init__(**kwargs)
+        self.net = net
+
+    def compile(self, extra_optimizer, **kwargs):
+        super().compile(**kwargs)
+        self.extra_optimizer = extra_optimizer
+        self.loss_metric = keras.metrics.Mean(name="loss_metric")
+
+    def call(self, x):
+        return self.net(x)
+
+
+def test_a_custom_compile_that_creates_trackers_and_holds_an_optimizer():
+    net = keras.Sequential([keras.Input((zoo.FEATURES,)), keras.layers.Dense(1)])
+    model = CompiledWithTracker(net)
+    model.compile(keras.optimizers.SGD(0.1), optimizer="adam", loss="mse")
+    x, y = zoo.data()
+    model.fit(x, y, epochs=1, batch_size=8, verbose=0)
+    model.extra_optimizer.build(model.trainable_variables)
+    model.loss_metric.update_state([1.0, 2.0])
+    for restored in (pickle.loads(pickle.dumps(model)), copy.deepcopy(model)):
+        assert float(restored.loss_metric.result()) == 1.5
+        assert isinstance(restored.extra_optimizer, keras.optimizers.SGD) and restored.extra_optimizer.built
+        assert float(restored.extra_optimizer.learning_rate) == pytest.approx(0.1)
+        assert_same_state(model, restored)
+
+
 def test_a_recorded_payload_is_deterministic():
     model = tracked()
     assert pickle.dumps(model) == pickle.dumps(model)

@@ -319,7 +319,7 @@ def _checksummable(header: dict, body: dict) -> bool:
         return False
     if not all(_plain(h[0]) and _plain(h[1]) and _plain(h[2]) and _plain(h[3]) for h in held):
         return False
-    optimizers = body.get("compile_optimizers", {})
+    optimizers = body.get("compile_objects", {})
     if not (isinstance(optimizers, dict) and all(_plain(k) and _plain(v) for k, v in optimizers.items())):
         return False
     sections = [body.get("variables", []), body.get("optimizer_variables", []), body.get("metric_variables", [])]

@@ -115,7 +115,7 @@ def _feed_body(feed: Callable[..., None], body: dict, constructed_names: list[st
         feed(path, config, built, targets)
         for key, dtype, shape, data in entries:
             feed(key, dtype, shape, data)
-    feed("compile_optimizers", sorted(body["compile_optimizers"].items()))
+    feed("compile_objects", sorted(body["compile_objects"].items()))
     # Recorded constructor and compile() arguments are objects of the pickle stream (a model among
     # them is a payload of its own, with its own checksum): only the constructed classes are fed.
     feed("constructed", constructed_names)

@@ -25,7 +25,7 @@ FORMAT_VERSION = 3
 """Version 2 added the body's ``dtype_policy``, the kinds "metric" and "optimizer", and the
 ``xxh3_64+header`` checksum. Version 3 keys layer state by the layer's place (a string, where
 versions 1 and 2 hold its index) and adds ``metric_variables``, ``held_optimizers``,
-``constructed``, ``compile_call`` and ``compile_optimizers``. Older payloads load as they always did."""
+``constructed``, ``compile_call`` and ``compile_objects``. Older payloads load as they always did."""
 KIND_LAYER, KIND_LOSS, KIND_METRIC, KIND_OPTIMIZER = KINDS = ("layer", "loss", "metric", "optimizer")
 
 RESTORE = ("keras_pickle._format", "restore")
@@ -54,7 +54,7 @@ _LAYER_BODY_FIELDS = _LAYER_BODY_FIELDS_V2 | {
     "held_optimizers",
     "constructed",
     "compile_call",
-    "compile_optimizers",
+    "compile_objects",
 }
 
 
@@ -292,7 +292,7 @@ def _iter_checked_arrays(body: dict, format_version: int) -> Iterable[tuple[obje
 
 
 def _check_recorded_calls(body: dict) -> None:
-    """The structure of ``constructed``, ``compile_call`` and ``compile_optimizers`` (format version 3)."""
+    """The structure of ``constructed``, ``compile_call`` and ``compile_objects`` (format version 3)."""
     if "constructed" not in body:
         return
     constructed = _sequence(body, "constructed")
@@ -309,11 +309,11 @@ def _check_recorded_calls(body: dict) -> None:
         isinstance(call, tuple) and len(call) == 2 and isinstance(call[0], tuple) and isinstance(call[1], dict)
     ):
         raise KerasUnpicklingError("Corrupt keras_pickle payload: compile_call is not (args, kwargs).")
-    optimizers = body["compile_optimizers"]
+    optimizers = body["compile_objects"]
     if not (
         isinstance(optimizers, dict) and all(isinstance(k, str) and isinstance(v, str) for k, v in optimizers.items())
     ):
-        raise KerasUnpicklingError("Corrupt keras_pickle payload: compile_optimizers is not a dict of configs.")
+        raise KerasUnpicklingError("Corrupt keras_pickle payload: compile_objects is not a dict of configs.")
 
 
 def _check_custom_objects(body: dict, is_custom_object: Callable[[Any], bool]) -> None:
