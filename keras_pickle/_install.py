@@ -16,8 +16,9 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 import keras
+from keras.src.backend.common.variables import Variable as KerasVariable
 
-from . import _opt_in, _records, integrations
+from . import _opt_in, _rebuild, _records, integrations
 from ._mixins import (
     PROTOCOL_ATTRS,
     CallbackPickleMixin,
@@ -55,21 +56,27 @@ def _patches() -> list[tuple[type, str, Callable]]:
                 if name in klass.__dict__ and not any(p[:2] == (cls, name) for p in patches):
                     patches.append((cls, name, klass.__dict__[name]))
     for cls in (keras.Layer, keras.Model):
-        patches.append((cls, "__new__", _recording_new(cls)))
+        patches.append((cls, "__new__", _wrapped(cls, "__new__", _records.recording_new)))
+    patches.append((KerasVariable, "__init__", _wrapped(KerasVariable, "__init__", _rebuild.variable_init_hook)))
     return patches
 
 
-_new_hooks: dict[type, Any] = {}
+_wrappers: dict[tuple[type, str], Any] = {}
 
 
-def _recording_new(cls: type) -> Any:
-    """``cls.__new__`` recording constructor and compile() calls (:mod:`keras_pickle._records`); one per class."""
-    hook = _new_hooks.get(cls)
+def _wrapped(cls: type, name: str, wrap: Callable[[Any], Any]) -> Any:
+    """``wrap(Keras's own cls.name, unbound)``, made once per class and name: a hook around Keras's method.
+
+    ``Layer.__new__`` / ``Model.__new__`` record constructor and compile() calls
+    (:mod:`keras_pickle._records`); ``Variable.__init__`` lets the deferred rebuild create a
+    variable that has a concrete value (:func:`keras_pickle._rebuild.variable_init_hook`).
+    """
+    hook = _wrappers.get((cls, name))
     if hook is None:
-        original = _originals.get((cls, "__new__"), cls.__dict__.get("__new__", _MISSING))
+        original = _originals.get((cls, name), cls.__dict__.get(name, _MISSING))
         if original is _MISSING or getattr(original, "__keras_pickle__", False):
-            raise RuntimeError(f"keras_pickle: {cls.__name__} has no __new__ of Keras's own to record calls through.")
-        hook = _new_hooks[cls] = _records.recording_new(original.__get__(None, cls))
+            raise RuntimeError(f"keras_pickle: {cls.__name__} has no {name} of Keras's own to wrap.")
+        hook = _wrappers[cls, name] = wrap(original.__get__(None, cls) if name == "__new__" else original)
     return hook
 
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
+import threading
+from collections.abc import Callable
 from typing import Any
 
 import keras
@@ -194,9 +196,40 @@ def _optimizer_left_unbuilt(model: Any, active: bool):
         model.built = True
 
 
+_deferring = threading.local()
+
+
+def variable_init_hook(original: Callable[..., None]) -> Callable[..., None]:
+    """``Variable.__init__`` for ``install()``: within a deferred rebuild, a variable made from a
+    concrete value rather than an initializer is created at once, outside the stateless scope.
+
+    Keras refuses such a variable in a ``StatelessScope``: a stateful RNN makes
+    its carried states from zeros in ``build()``, a KerasHub task compiles its
+    default optimizer (whose iteration counter is a value) in its constructor.
+    Those are small, and the payload's values overwrite them; without this the
+    whole model would be built a second time, the ordinary way. Elsewhere, and
+    in other threads, Keras's own ``__init__`` runs unchanged.
+    """
+
+    def __init__(self, initializer, *args, **kwargs):
+        if getattr(_deferring, "active", False) and not callable(initializer) and not isinstance(initializer, str):
+            scope = global_state.get_global_attribute("stateless_scope")
+            global_state.set_global_attribute("stateless_scope", None)
+            try:
+                return original(self, initializer, *args, **kwargs)
+            finally:
+                global_state.set_global_attribute("stateless_scope", scope)
+        return original(self, initializer, *args, **kwargs)
+
+    __init__.__keras_pickle__ = True
+    return __init__
+
+
 def _from_config_deferred(config_json, custom_objects, *, safe_mode, expected) -> tuple[Any, list]:
     previous = global_state.get_global_attribute("uninitialized_variables")
     global_state.set_global_attribute("uninitialized_variables", [])
+    was_deferring = getattr(_deferring, "active", False)
+    _deferring.active = True
     try:
         with keras.StatelessScope(initialize_variables=False):
             obj = from_config(
@@ -204,6 +237,7 @@ def _from_config_deferred(config_json, custom_objects, *, safe_mode, expected) -
             )
         deferred = list(global_state.get_global_attribute("uninitialized_variables") or [])
     finally:
+        _deferring.active = was_deferring
         global_state.set_global_attribute("uninitialized_variables", previous)
     return obj, deferred
 

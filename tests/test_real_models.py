@@ -142,3 +142,22 @@ def test_a_stateful_rnn_carries_its_states():
         # The call advanced the original's states: restore them for the next copy.
         for variable, value in zip(model.layers[0].states, states):
             variable.assign(value)
+
+
+def test_models_with_concrete_valued_variables_are_built_once_on_load(monkeypatch):
+    """A stateful RNN makes its states from zeros in build(): the deferred rebuild no longer falls back."""
+    from keras_pickle import _rebuild
+
+    model = keras.Sequential(
+        [keras.Input((3, 2), batch_size=4), keras.layers.GRU(5, stateful=True), keras.layers.Dense(1)]
+    )
+    model.compile(optimizer="adam", loss="mse")
+    x = np.random.default_rng(0).normal(size=(4, 3, 2)).astype("float32")
+    model.fit(x, np.ones((4, 1), "float32"), epochs=1, verbose=0)
+    data = pickle.dumps(model)
+    builds = []
+    original = _rebuild.from_config
+    monkeypatch.setattr(_rebuild, "from_config", lambda *a, **k: builds.append(1) or original(*a, **k))
+    for restored in (pickle.loads(data), copy.deepcopy(model)):
+        assert_same_state(model, restored)
+    assert len(builds) == 2, f"{len(builds)} builds for 2 copies"
