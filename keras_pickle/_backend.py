@@ -79,9 +79,13 @@ def to_numpy(value) -> np.ndarray:
         return np.array(value, copy=True)
     if backend_name() == "torch" and callable(getattr(value, "detach", None)):
         return _torch_snapshot(value)
-    read_value = getattr(value, "read_value", None)
-    if callable(read_value):
-        value = read_value()
+    # A tf.Variable: value() is one read (read_value() adds an identity op and a name scope);
+    # the tensor it returns is a copy-on-write snapshot of the buffer.
+    read = getattr(value, "value", None)
+    if not callable(read):
+        read = getattr(value, "read_value", None)
+    if callable(read):
+        value = read()
     try:
         return np.asarray(value)
     except Exception:

@@ -48,8 +48,11 @@ def flat_layers(obj: Any) -> list:
 
 def capture(obj: Any) -> list[LayerState]:
     """The state of every layer of ``obj`` that keeps any outside its variables."""
+    hooked = [layer for layer in flat_layers(obj) if _has_custom_hooks(layer)]
+    if not hooked:
+        return []
     places = _names.layer_places(obj)
-    return [_capture_layer(places.get(id(layer), ""), layer) for layer in flat_layers(obj) if _has_custom_hooks(layer)]
+    return [_capture_layer(places.get(id(layer), ""), layer) for layer in hooked]
 
 
 def apply(obj: Any, states: list[LayerState], describe: str, assign: Any) -> None:

@@ -125,10 +125,13 @@ def _walk_layers(root: Any):
             continue
         seen.add(id(layer))
         yield layer, prefix
+        sublayers = getattr(layer, "_layers", ())
+        if not sublayers:
+            continue
         children_listed = listed and isinstance(layer, (keras.Sequential, Functional))
         attributes = {} if children_listed else _attribute_names(layer)
         children = []
-        for child in getattr(layer, "_layers", ()):
+        for child in sublayers:
             if children_listed:
                 segment = child.name
             else:

@@ -97,9 +97,12 @@ def capture(obj: Any, *, skip: set[int] = frozenset(), held: list[tuple[Any, str
 def _metric_variables(obj: Any) -> list[tuple[str, Any]]:
     """``(key, variable)`` of every metric a layer of ``obj`` holds as an attribute (Keras tracks them
     in ``_metrics``; a compiled model's compile metrics and loss tracker are not among them)."""
+    holders = [layer for layer in _layer_state.flat_layers(obj) if getattr(layer, "_metrics", None)]
+    if not holders:
+        return []
     places = _names.layer_places(obj)
     found = []
-    for layer in _layer_state.flat_layers(obj):
+    for layer in holders:
         prefix = places.get(id(layer), "")
         for metric in getattr(layer, "_metrics", ()):
             for v in metric.variables:
