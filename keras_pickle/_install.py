@@ -17,6 +17,8 @@ from typing import Any
 
 import keras
 from keras.src.backend.common.variables import Variable as KerasVariable
+from keras.src.layers import layer as keras_layer
+from keras.src.ops import operation as keras_operation
 
 from . import _opt_in, _rebuild, _records, integrations
 from ._mixins import (
@@ -28,6 +30,7 @@ from ._mixins import (
     OptimizerPickleMixin,
 )
 from ._reconstruct import after_restore
+from ._signatures import CACHED_INSPECT
 
 _MISSING = object()
 _lock = threading.RLock()
@@ -58,6 +61,8 @@ def _patches() -> list[tuple[type, str, Callable]]:
     for cls in (keras.Layer, keras.Model):
         patches.append((cls, "__new__", _wrapped(cls, "__new__", _records.recording_new)))
     patches.append((KerasVariable, "__init__", _wrapped(KerasVariable, "__init__", _rebuild.variable_init_hook)))
+    for module in (keras_operation, keras_layer):
+        patches.append((module, "inspect", CACHED_INSPECT))
     return patches
 
 

@@ -13,7 +13,7 @@ import keras
 from keras.src.backend.common import global_state
 from keras.src.saving import serialization_lib
 
-from . import _backend, _compile, _construct, _convert, _names, _records, _state
+from . import _backend, _compile, _construct, _convert, _graph, _names, _records, _state
 from ._wire import configs
 from .errors import KerasPickleError, KerasPicklingError, KerasUnpicklingError, LambdaLayerError, UnsafePayloadError
 
@@ -22,9 +22,10 @@ def config_of(obj: Any) -> dict:
     """The object's full Keras config, with build and compile configs.
 
     Object-sharing ids are canonical (:func:`_names.canonical_config`): the
-    config of equal objects is equal in any process.
+    config of equal objects is equal in any process. A Functional or
+    Sequential config records its nodes' output specs (:func:`_graph.annotate`).
     """
-    return _names.canonical_config(_serialize_with_sharing(obj))
+    return _graph.annotate(_names.canonical_config(_serialize_with_sharing(obj)), obj)
 
 
 def _serialize_with_sharing(obj: Any) -> dict:
@@ -145,18 +146,25 @@ def _rebuild_with_state(blueprint: Blueprint, *, safe_mode: bool) -> Any:
     def custom_objects() -> dict[str, Any]:
         return _construct.constructing_custom_objects(blueprint.custom_objects, constructed)
 
-    try:
-        obj, deferred = _from_config_deferred(
-            blueprint.config_json, custom_objects(), safe_mode=safe_mode, expected=expected
-        )
-    except KerasPickleError:
-        raise
-    except Exception:
+    skip = _construct.argument_variables(constructed)
+    for wire in (True, False):
+        # Nodes from recorded specs, verified against the payload; else traced, as Keras does.
+        try:
+            obj, deferred = _from_config_deferred(
+                blueprint.config_json, custom_objects(), safe_mode=safe_mode, expected=expected, wire=wire
+            )
+        except KerasPickleError:
+            raise
+        except Exception:
+            continue
+        if not wire or _state.fits(obj, state, skip=_construct.argument_variables(constructed)):
+            break
+    else:
         obj = from_config(
             blueprint.config_json, custom_objects(), safe_mode=safe_mode, expected_variables=expected, compile=False
         )
         deferred = []
-    _state.apply_to_layers(obj, state, skip=_construct.argument_variables(constructed))
+    _state.apply_to_layers(obj, state, skip=skip)
     for variable in deferred:
         if _backend.is_uninitialized(variable):
             _backend.initialize_with_initializer(variable)
@@ -225,7 +233,7 @@ def variable_init_hook(original: Callable[..., None]) -> Callable[..., None]:
     return __init__
 
 
-def _from_config_deferred(config_json, custom_objects, *, safe_mode, expected) -> tuple[Any, list]:
+def _from_config_deferred(config_json, custom_objects, *, safe_mode, expected, wire=False) -> tuple[Any, list]:
     previous = global_state.get_global_attribute("uninitialized_variables")
     global_state.set_global_attribute("uninitialized_variables", [])
     was_deferring = getattr(_deferring, "active", False)
@@ -233,7 +241,7 @@ def _from_config_deferred(config_json, custom_objects, *, safe_mode, expected) -
     try:
         with keras.StatelessScope(initialize_variables=False):
             obj = from_config(
-                config_json, custom_objects, safe_mode=safe_mode, expected_variables=expected, compile=False
+                config_json, custom_objects, safe_mode=safe_mode, expected_variables=expected, compile=False, wire=wire
             )
         deferred = list(global_state.get_global_attribute("uninitialized_variables") or [])
     finally:
@@ -249,13 +257,15 @@ def from_config(
     safe_mode: bool,
     expected_variables: int = 0,
     compile: bool = True,
+    wire: bool = False,
 ) -> Any:
     """Build a fresh object from a JSON config.
 
     The config is decoded anew on every call: Keras's deserializer consumes
     the dict it is given. ``expected_variables`` is how many variables the
     original had; see :func:`_build_sublayers`. ``compile=False`` skips the
-    compile config.
+    compile config. ``wire=True`` creates a plain Functional's or Sequential's
+    nodes from the specs its config records (:mod:`keras_pickle._graph`).
     """
     config = json.loads(config_json)
     if safe_mode:
@@ -271,7 +281,13 @@ def from_config(
         keras.saving.custom_object_scope(custom_objects),
     ):
         if _is_plain_sequential(config):
-            obj = _sequential_from_config(config, custom_objects, safe_mode=safe_mode)
+            obj = _sequential_from_config(config, custom_objects, safe_mode=safe_mode, wire=wire)
+        elif wire and _is_plain_functional(config) and _graph.has_specs(config):
+            with serialization_lib.SafeModeScope(safe_mode):
+                obj = _graph.functional_from_config(config["config"], custom_objects)
+            if config.get("compile_config"):
+                obj.compile_from_config(config["compile_config"])
+                obj.compiled = True
         else:
             obj = serialization_lib.deserialize_keras_object(config, custom_objects=custom_objects, safe_mode=safe_mode)
         if len(getattr(obj, "variables", ())) < expected_variables:
@@ -290,7 +306,20 @@ def _is_plain_sequential(config: Any) -> bool:
     )
 
 
-def _sequential_from_config(config: dict, custom_objects: dict[str, Any], *, safe_mode: bool) -> keras.Sequential:
+def _is_plain_functional(config: Any) -> bool:
+    return (
+        isinstance(config, dict)
+        and config.get("class_name") == "Functional"
+        and config.get("module") in ("keras", "keras.models", "keras.src.models.functional")
+        and config.get("registered_name") in (None, "Functional")
+        and isinstance(config.get("config"), dict)
+        and "layers" in config["config"]
+    )
+
+
+def _sequential_from_config(
+    config: dict, custom_objects: dict[str, Any], *, safe_mode: bool, wire: bool = False
+) -> keras.Sequential:
     """``Sequential.from_config`` in linear time.
 
     Keras's version adds layers one by one and re-traces the whole stack after
@@ -305,7 +334,7 @@ def _sequential_from_config(config: dict, custom_objects: dict[str, Any], *, saf
             layer_config, custom_objects=custom_objects, safe_mode=safe_mode
         )
         model.add(layer, rebuild=False)
-    if model.layers or model._layers:
+    if (model.layers or model._layers) and not (wire and _graph.build_sequential(model, inner["layers"])):
         model._maybe_rebuild()
     build_input_shape = inner.get("build_input_shape")
     if not model._functional and isinstance(build_input_shape, (tuple, list)) and build_input_shape:

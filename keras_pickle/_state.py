@@ -131,6 +131,15 @@ def _capture_held(optimizer: Any, path: str, config_json: str, references: list[
     )
 
 
+def fits(obj: Any, state: CapturedState, *, skip: set[int] = frozenset()) -> bool:
+    """Whether ``obj``'s variables pair with the payload's one to one, with the same shapes."""
+    pairs = [(v, key) for v, key in zip(obj.variables, _names.variable_keys(obj)) if id(v) not in skip]
+    if len(pairs) != len(state.variables):
+        return False
+    targets = in_saved_order([v for v, _ in pairs], [key for _, key in pairs], state.variables)
+    return all(tuple(v.shape) == tuple(array.shape) for v, (_key, array) in zip(targets, state.variables))
+
+
 def apply_to_layers(obj: Any, state: CapturedState, *, skip: set[int] = frozenset()) -> None:
     """Load variables and layer state into ``obj``, a freshly rebuilt copy.
 

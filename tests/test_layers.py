@@ -41,6 +41,8 @@ LAYERS = {
     "keras_pickle._rebuild": MIDDLE,
     "keras_pickle._payload": MIDDLE,
     "keras_pickle._records": MIDDLE,
+    "keras_pickle._signatures": MIDDLE,
+    "keras_pickle._graph": MIDDLE,
     "keras_pickle._pickling_context": MIDDLE,
     "keras_pickle._construct": MIDDLE,
     "keras_pickle._compile": MIDDLE,

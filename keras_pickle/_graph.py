@@ -1,0 +1,220 @@
+"""Rebuild a Functional or Sequential graph without tracing every layer again.
+
+Keras rebuilds a Functional model by calling each layer on symbolic tensors:
+``Layer.__call__`` then works out the output's shape and dtype
+(``compute_output_spec``), opens name scopes and checks its inputs, for every
+node. The original model knew all of that. At dump time,
+:func:`annotate` records next to each node the config lists its outputs'
+specs (shape, dtype, sparse, ragged) under :data:`SPEC_KEY`; Keras's own
+loader ignores the key. At load time, :func:`functional_from_config` and
+:func:`build_sequential` follow Keras's own reconstruction (layers created and
+built from their build configs exactly as Keras does), but create each node
+directly from the recorded specs, as Keras's ``clone_graph_nodes`` does,
+where that is safe (:func:`_wirable`): a Keras built-in layer that is built,
+whose class keeps Keras's ``__call__``, and that runs no user code. Anything
+else, and any node without specs, takes the ordinary symbolic call.
+
+The caller verifies the result (every variable's shape and dtype against the
+payload) and rebuilds the ordinary way on any disagreement or error.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from keras.src.backend.common.keras_tensor import KerasTensor
+from keras.src.backend.common.name_scope import current_path
+from keras.src.distribution import distribution_lib
+from keras.src.layers.core.input_layer import InputLayer
+from keras.src.layers.layer import Layer
+from keras.src.models.functional import Functional, deserialize_node, make_node_key
+from keras.src.models.sequential import Sequential
+from keras.src.ops.node import Node
+from keras.src.saving import serialization_lib
+from keras.src.utils import python_utils
+
+SPEC_KEY = "keras_pickle_outputs"
+"""The key, in a layer's entry of a Functional or Sequential config, of its nodes' output specs."""
+
+# Keras layers that run user code, or another framework's, when called: always the real call.
+_RUN_CODE = frozenset(("Lambda", "TFSMLayer", "TorchModuleWrapper", "JaxLayer", "FlaxLayer"))
+
+
+# --------------------------------------------------------------------------
+# Dump time
+# --------------------------------------------------------------------------
+
+
+def _spec(tensor: Any) -> list:
+    return [list(tensor.shape), str(tensor.dtype), bool(tensor.sparse), bool(getattr(tensor, "ragged", False))]
+
+
+def annotate(config: Any, obj: Any) -> Any:
+    """Add the recorded output specs of ``obj``'s nodes to ``config`` (its serialization), in place; returns it."""
+    inner = config.get("config") if isinstance(config, dict) else None
+    if not (isinstance(inner, dict) and isinstance(inner.get("layers"), list)):
+        return config
+    if isinstance(obj, Sequential):
+        _annotate_sequential(inner["layers"], obj)
+    elif isinstance(obj, Functional):
+        _annotate_functional(inner["layers"], obj)
+    return config
+
+
+def _annotate_functional(layer_configs: list, model: Functional) -> None:
+    by_name = {operation.name: operation for operation in model.operations}
+    for layer_data in layer_configs:
+        operation = by_name.get(layer_data.get("name")) if isinstance(layer_data, dict) else None
+        if operation is None:
+            continue
+        specs = [
+            [_spec(t) for t in node.outputs]
+            for index, node in enumerate(operation._inbound_nodes)
+            if make_node_key(operation, index) in model._nodes and node.input_tensors
+        ]
+        if len(specs) == len(layer_data.get("inbound_nodes", ())):
+            layer_data[SPEC_KEY] = specs
+        annotate(layer_data, operation)
+
+
+def _annotate_sequential(layer_configs: list, model: Sequential) -> None:
+    functional = getattr(model, "_functional", None)
+    if functional is None or len(layer_configs) != len(model._layers):
+        return
+    for layer, layer_data in zip(model._layers, layer_configs):
+        if isinstance(layer, InputLayer) or not isinstance(layer_data, dict):
+            continue
+        own = [n for i, n in enumerate(layer._inbound_nodes) if make_node_key(layer, i) in functional._nodes]
+        if len(own) != 1:
+            return
+        layer_data[SPEC_KEY] = [[_spec(t) for t in own[0].outputs]]
+        annotate(layer_data, layer)
+
+
+# --------------------------------------------------------------------------
+# Load time
+# --------------------------------------------------------------------------
+
+
+def _wirable(layer: Any) -> bool:
+    """Whether creating ``layer``'s node from recorded specs is what its symbolic call would do."""
+    cls = type(layer)
+    if not (isinstance(layer, Layer) and cls.__module__.startswith("keras.src.")):
+        return False
+    # By name, outside Keras's backend classes (the JAX backend's own Layer base is named JaxLayer).
+    if any(b.__name__ in _RUN_CODE and not b.__module__.startswith("keras.src.backend.") for b in cls.__mro__):
+        return False
+    if cls.__call__ is not Layer.__call__ or cls.symbolic_call is not Layer.symbolic_call:
+        return False
+    if distribution_lib.distribution() is not None:
+        return False
+    if not layer.built and not (python_utils.is_default(layer.build) and not layer._layers):
+        return False
+    return all(sub.built for sub in layer._flatten_layers(include_self=False, recursive=True))
+
+
+def _node(layer: Any, args: tuple, kwargs: dict, specs: Any) -> Any:
+    """One node: created from ``specs`` where :func:`_wirable`, else by calling the layer."""
+    if specs is None or not _wirable(layer):
+        return layer(*args, **kwargs)
+    outputs = [KerasTensor(shape=tuple(s[0]), dtype=s[1], sparse=s[2], ragged=s[3]) for s in specs]
+    Node(layer, call_args=tuple(args), call_kwargs=kwargs, outputs=outputs)
+    layer._called = True
+    layer.built = True
+    return outputs[0] if len(outputs) == 1 else outputs
+
+
+def has_specs(config: Any) -> bool:
+    """Whether every layer of a Functional or Sequential config has recorded specs."""
+    layers = config.get("config", {}).get("layers") if isinstance(config, dict) else None
+    return (
+        isinstance(layers, list)
+        and bool(layers)
+        and all(isinstance(d, dict) and (SPEC_KEY in d or d.get("class_name") == "InputLayer") for d in layers)
+    )
+
+
+def functional_from_config(config: dict, custom_objects: dict[str, Any]) -> Functional:
+    """A plain ``Functional`` from its inner config: Keras's ``functional_from_config`` with recorded specs."""
+    created: dict[str, Any] = {}
+    pending: dict[Any, list] = {}
+    for layer_data in config["layers"]:
+        layer = serialization_lib.deserialize_keras_object(layer_data, custom_objects=custom_objects)
+        created[layer_data["name"]] = layer
+        inbound, specs = layer_data["inbound_nodes"], layer_data.get(SPEC_KEY)
+        nodes = list(zip(inbound, specs)) if specs else [(node_data, None) for node_data in inbound]
+        if nodes:
+            pending.setdefault(layer, []).extend(nodes)
+    while pending:
+        progressed = False
+        for layer_data in config["layers"]:
+            layer = created[layer_data["name"]]
+            queue = pending.get(layer)
+            if queue is None:
+                continue
+            done = 0
+            for node_data, specs in queue:
+                try:
+                    args, kwargs = deserialize_node(node_data, created)
+                except IndexError:  # an inbound node does not exist yet
+                    break
+                _node(layer, args, kwargs, specs)
+                done += 1
+            if done:
+                progressed = True
+                if done == len(queue):
+                    del pending[layer]
+                else:
+                    pending[layer] = queue[done:]
+        if not progressed:
+            raise ValueError("Invalid Functional config: loops or disconnected nodes.")
+
+    def tensor(layer_name: str, node_index: int, tensor_index: int) -> Any:
+        layer = created[layer_name]
+        if isinstance(layer, Functional):
+            node_index -= 1  # as Keras does: a nested Functional's first node is its own
+        return layer._inbound_nodes[node_index].output_tensors[tensor_index]
+
+    def tensors(structure: Any) -> Any:
+        if isinstance(structure, list) and len(structure) == 3 and isinstance(structure[0], str):
+            return tensor(*structure)
+        if isinstance(structure, dict):
+            return {key: tensors(value) for key, value in structure.items()}
+        if isinstance(structure, tuple):
+            return tuple(tensors(value) for value in structure)
+        return [tensors(value) for value in structure]
+
+    rest = {
+        k: v for k, v in config.items() if k not in ("layers", "input_layers", "output_layers", "name", "trainable")
+    }
+    return Functional(
+        inputs=tensors(config["input_layers"]),
+        outputs=tensors(config["output_layers"]),
+        name=config.get("name"),
+        trainable=config.get("trainable"),
+        **rest,
+    )
+
+
+def build_sequential(model: Sequential, layer_configs: list) -> bool:
+    """``model._maybe_rebuild()`` with nodes from recorded specs; False (nothing done) where that does not apply."""
+    layers = model._layers
+    if not (len(layers) > 1 and isinstance(layers[0], InputLayer)) or len(layer_configs) != len(layers):
+        return False
+    specs = [config.get(SPEC_KEY) for config in layer_configs[1:]]
+    if any(s is None or len(s) != 1 for s in specs):
+        return False
+    model.built = False
+    model._functional = None
+    with model._open_name_scope():
+        model._path = current_path()
+        inputs = x = layers[0].output
+        for layer, (node_specs,) in zip(layers[1:], specs):
+            x = _node(layer, (x,), {}, node_specs)
+        model._functional = Functional(inputs=inputs, outputs=x)
+    # What Layer's build wrapper records and does after build().
+    model._build_shapes_dict = {"input_shape": layers[0].batch_shape}
+    model.built = True
+    model._post_build()
+    model._lock_state()
+    return True
