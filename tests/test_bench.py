@@ -15,12 +15,22 @@ def test_bench_runs_end_to_end_on_tiny_models(tmp_path):
     results = json.loads(out_json.read_text())
     ops = {(t["workload"], t["op"]) for t in results["timings"]}
     assert {("dense100mb", "dumps"), ("dense100mb", "loads"), ("dense100mb", "deepcopy")} <= ops
-    assert {("deep150", "loads"), ("resnet50", "dumps+loads")} <= ops
+    assert {("deep150", "loads"), ("resnet50", "dumps+loads"), ("mlp3", "dumps+loads")} <= ops
     for timing in results["timings"]:
         assert timing["keras_s"] > 0 and timing["keras_pickle_s"] > 0 and timing["ratio"] > 0
+    floors = results["floors"]
+    assert {r["model"] for r in floors["dumps"]} == {"mlp3", "mobilenetv3small", "resnet50", "dense100mb"}
+    assert all(r["inband_ratio"] > 0 and r["oob_ratio"] > 0 for r in floors["dumps"])
+    assert {r["model"] for r in floors["loads"]} == {"mobilenetv3small", "efficientnetb0", "resnet50", "deep150"}
+    assert all(r["loads_ratio"] > 0 and r["deepcopy_ratio"] > 0 for r in floors["loads"])
+    assert [r["model"] for r in floors["loads"] if r["linear_floor_s"]] == ["deep150"]
+    assert {r["model"] for r in results["dumps_phases"]} == {r["model"] for r in floors["dumps"]}
+    assert all(r["config_of_s"] > 0 and r["state_capture_s"] > 0 for r in results["dumps_phases"])
+    assert results["goals"] and all(g["value"] is not None for g in results["goals"]), results["goals"]
+    assert not results["errors"]
     assert results["memory"] and all(m["loads_result_ok"] for m in results["memory"])
     assert out_png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    assert "ratio" in stdout
+    assert "ratio" in stdout and "Goals" in stdout
 
 
 def test_checksum_benchmark_runs_and_checks_what_it_times():
