@@ -294,3 +294,23 @@ def test_layer_hooks_do_not_get_the_callers_memory(protocol):
 
     changed = _changed(values, _layer_state(loaded))
     assert not changed, f"{len(changed)} of {len(values)} loaded values alias the caller's memory: {changed}"
+
+
+@pytest.mark.parametrize("offset", [0, 1, 3, 8])
+def test_a_loaded_model_trains_in_place_wherever_the_payload_bytes_sit(offset):
+    """Loaded variables get memory of their own, aligned as the backend's kernels need, whatever the
+    address of the buffers they were read from (TensorFlow aborts on an unaligned variable buffer)."""
+    model = _model()
+    buffers = []
+    data = pickle.dumps(model, protocol=5, buffer_callback=buffers.append)
+    shifted = []
+    for buffer in buffers:
+        raw = buffer.raw()
+        block = bytearray(raw.nbytes + offset)
+        block[offset:] = raw
+        shifted.append(memoryview(block)[offset:])
+    loaded = pickle.loads(data, buffers=shifted)
+    assert not _changed(_values(model), _values(loaded))
+    _train_and_assign(model)
+    _train_and_assign(loaded)
+    assert not _changed(_values(model), _values(loaded))
