@@ -109,6 +109,7 @@ def assign(variable, array) -> None:
     A deferred variable (see :func:`is_uninitialized`) is created directly
     from ``array``. The variable never aliases ``array`` afterwards.
     """
+    array = _native_byte_order(array)
     if is_uninitialized(variable):
         initialize(variable, array)
     elif backend_name() == "jax" and isinstance(variable, keras.Variable):
@@ -130,6 +131,7 @@ def initialize(variable, value) -> None:
     The variable gets storage of its own: ``value`` (numpy or a tensor) is
     converted with one copy.
     """
+    value = _native_byte_order(value)
     name = backend_name()
     if name == "jax":
         value = _jax_copy(value, variable.dtype)
@@ -139,6 +141,14 @@ def initialize(variable, value) -> None:
         value = _tf_adoptable(value, variable.dtype)
     # TensorFlow creates a tf.Variable, which holds its own copy.
     variable._initialize(value)
+
+
+def _native_byte_order(value):
+    """A numpy array in the machine's byte order (a payload written on a machine of the other order
+    holds the other); anything else unchanged. PyTorch refuses the other order outright."""
+    if isinstance(value, np.ndarray) and not value.dtype.isnative:
+        return value.astype(value.dtype.newbyteorder("="))
+    return value
 
 
 def initialize_with_initializer(variable) -> None:
