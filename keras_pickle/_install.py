@@ -20,7 +20,7 @@ from keras.src.backend.common.variables import Variable as KerasVariable
 from keras.src.layers import layer as keras_layer
 from keras.src.ops import operation as keras_operation
 
-from . import _opt_in, _rebuild, _records, integrations
+from . import _deferred, _opt_in, _records, integrations
 from ._mixins import (
     PROTOCOL_ATTRS,
     CallbackPickleMixin,
@@ -60,7 +60,7 @@ def _patches() -> list[tuple[type, str, Callable]]:
                     patches.append((cls, name, klass.__dict__[name]))
     for cls in (keras.Layer, keras.Model):
         patches.append((cls, "__new__", _wrapped(cls, "__new__", _records.recording_new)))
-    patches.append((KerasVariable, "__init__", _wrapped(KerasVariable, "__init__", _rebuild.variable_init_hook)))
+    patches.append((KerasVariable, "__init__", _wrapped(KerasVariable, "__init__", _deferred.variable_init_hook)))
     for module in (keras_operation, keras_layer):
         patches.append((module, "inspect", CACHED_INSPECT))
     return patches
@@ -74,7 +74,7 @@ def _wrapped(cls: type, name: str, wrap: Callable[[Any], Any]) -> Any:
 
     ``Layer.__new__`` / ``Model.__new__`` record constructor and compile() calls
     (:mod:`keras_pickle._records`); ``Variable.__init__`` lets the deferred rebuild create a
-    variable that has a concrete value (:func:`keras_pickle._rebuild.variable_init_hook`).
+    variable that has a concrete value (:func:`keras_pickle._deferred.variable_init_hook`).
     """
     hook = _wrappers.get((cls, name))
     if hook is None:

@@ -5,15 +5,13 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
-import threading
-from collections.abc import Callable
 from typing import Any
 
 import keras
 from keras.src.backend.common import global_state
 from keras.src.saving import serialization_lib
 
-from . import _backend, _compile, _construct, _convert, _graph, _names, _records, _state
+from . import _compile, _construct, _convert, _deferred, _graph, _names, _records, _state
 from ._wire import configs
 from .errors import KerasPickleError, KerasPicklingError, KerasUnpicklingError, LambdaLayerError, UnsafePayloadError
 
@@ -125,15 +123,14 @@ def rebuild_with_state(blueprint: Blueprint, *, safe_mode: bool) -> Any:
     from :func:`policy_json`) as Keras's global policy: see
     :func:`_global_policy`.
 
-    Variables are first created *deferred* (in a ``keras.StatelessScope``,
-    where Keras records their initializers without running them) and then
-    created directly from the saved values: no initializer runs for a value
-    that is about to be overwritten, and no variable is written twice. If a
-    layer cannot be built that way (one that creates a variable from a
-    concrete value, say), the object is rebuilt the ordinary way. The model
-    is compiled afterwards, outside the scope (its optimizer built only if
-    the original's was, see :mod:`keras_pickle._compile`), then the optimizer
-    state loaded.
+    Variables are first created *deferred* (:mod:`keras_pickle._deferred`:
+    Keras records their initializers without running them) and then created
+    directly from the saved values: no initializer runs for a value that is
+    about to be overwritten, and no variable is written twice. If a layer
+    cannot be built that way, the object is rebuilt the ordinary way. The
+    model is compiled afterwards (:mod:`keras_pickle._compile`); its optimizer
+    is built only if the original's was, with its slots deferred in the same
+    way, then the optimizer state loaded.
     """
     with _global_policy(blueprint.dtype_policy):
         return _rebuild_with_state(blueprint, safe_mode=safe_mode)
@@ -165,12 +162,10 @@ def _rebuild_with_state(blueprint: Blueprint, *, safe_mode: bool) -> Any:
         )
         deferred = []
     _state.apply_to_layers(obj, state, skip=skip)
-    for variable in deferred:
-        if _backend.is_uninitialized(variable):
-            _backend.initialize_with_initializer(variable)
+    _deferred.initialize_leftovers(deferred)
     compile_config = json.loads(blueprint.config_json).get("compile_config")
     if compile_config or blueprint.compile_call is not None:
-        with _optimizer_left_unbuilt(obj, not state.optimizer_built):
+        with _optimizer_left_unbuilt(obj):
             _compile.compile_rebuilt(
                 obj,
                 compile_config,
@@ -179,22 +174,25 @@ def _rebuild_with_state(blueprint: Blueprint, *, safe_mode: bool) -> Any:
                 blueprint.custom_objects,
                 state.backend,
             )
+    slots = _build_optimizer(obj, state)
     _state.apply_to_optimizer(obj, state)
+    _deferred.initialize_leftovers(slots)
     _state.apply_to_held_optimizers(obj, state, _records.resolve_part)
     _state.apply_to_metrics(obj, state)
     return obj
 
 
 @contextlib.contextmanager
-def _optimizer_left_unbuilt(model: Any, active: bool):
-    """Within: ``compile_from_config`` leaves the optimizer unbuilt, as the original's was.
+def _optimizer_left_unbuilt(model: Any):
+    """Within: ``compile_from_config`` leaves the optimizer unbuilt.
 
-    Keras builds the optimizer there when the model is built, creating the
-    slots (and a LossScaleOptimizer's loss scale) that the original creates at
-    its first training step. The model passes for unbuilt meanwhile; the first
-    training step builds the optimizer of both alike.
+    Keras builds the optimizer there when the model is built, running every
+    slot's initializer. The model passes for unbuilt meanwhile. If the
+    original's optimizer was built, :func:`_build_optimizer` builds this one
+    afterwards with its slots deferred; if not, the first training step builds
+    the optimizer of both alike (and a LossScaleOptimizer's loss scale).
     """
-    if not (active and getattr(model, "built", False)):
+    if not getattr(model, "built", False):
         yield
         return
     model.built = False
@@ -204,50 +202,21 @@ def _optimizer_left_unbuilt(model: Any, active: bool):
         model.built = True
 
 
-_deferring = threading.local()
-
-
-def variable_init_hook(original: Callable[..., None]) -> Callable[..., None]:
-    """``Variable.__init__`` for ``install()``: within a deferred rebuild, a variable made from a
-    concrete value rather than an initializer is created at once, outside the stateless scope.
-
-    Keras refuses such a variable in a ``StatelessScope``: a stateful RNN makes
-    its carried states from zeros in ``build()``, a KerasHub task compiles its
-    default optimizer (whose iteration counter is a value) in its constructor.
-    Those are small, and the payload's values overwrite them; without this the
-    whole model would be built a second time, the ordinary way. Elsewhere, and
-    in other threads, Keras's own ``__init__`` runs unchanged.
-    """
-
-    def __init__(self, initializer, *args, **kwargs):
-        if getattr(_deferring, "active", False) and not callable(initializer) and not isinstance(initializer, str):
-            scope = global_state.get_global_attribute("stateless_scope")
-            global_state.set_global_attribute("stateless_scope", None)
-            try:
-                return original(self, initializer, *args, **kwargs)
-            finally:
-                global_state.set_global_attribute("stateless_scope", scope)
-        return original(self, initializer, *args, **kwargs)
-
-    __init__.__keras_pickle__ = True
-    return __init__
-
-
 def _from_config_deferred(config_json, custom_objects, *, safe_mode, expected, wire=False) -> tuple[Any, list]:
-    previous = global_state.get_global_attribute("uninitialized_variables")
-    global_state.set_global_attribute("uninitialized_variables", [])
-    was_deferring = getattr(_deferring, "active", False)
-    _deferring.active = True
-    try:
-        with keras.StatelessScope(initialize_variables=False):
-            obj = from_config(
-                config_json, custom_objects, safe_mode=safe_mode, expected_variables=expected, compile=False, wire=wire
-            )
-        deferred = list(global_state.get_global_attribute("uninitialized_variables") or [])
-    finally:
-        _deferring.active = was_deferring
-        global_state.set_global_attribute("uninitialized_variables", previous)
+    with _deferred.deferred_variables() as deferred:
+        obj = from_config(
+            config_json, custom_objects, safe_mode=safe_mode, expected_variables=expected, compile=False, wire=wire
+        )
     return obj, deferred
+
+
+def _build_optimizer(model: Any, state: _state.CapturedState) -> list:
+    """Build the rebuilt model's optimizer if the original's was built; its slots deferred, to be created
+    from the saved values (see :func:`_deferred.build_optimizer`)."""
+    optimizer = getattr(model, "optimizer", None)
+    if not state.optimizer_built or optimizer is None or getattr(optimizer, "built", True):
+        return []
+    return _deferred.build_optimizer(optimizer, model.trainable_variables)
 
 
 def from_config(
