@@ -20,10 +20,9 @@ Per backend (Keras 3.15, measured on CPU):
 ==========  ==========================================  ==========================================
 backend     read (to_numpy)                             write (assign / initialize)
 ==========  ==========================================  ==========================================
-tensorflow  zero-copy view of a resource-variable       initialize from numpy: one copy into
-            read; copy-on-write protects it from         fresh aligned memory that the variable
-            later assignments                           adopts as its buffer; otherwise as Keras
-                                                        does it (the buffer is TensorFlow's)
+tensorflow  zero-copy view of a resource-variable       as Keras does it: the variable's buffer
+            read; copy-on-write protects it from         is TensorFlow's, never the numpy array's
+            later assignments                           (its allocator reuses memory it holds)
 jax         zero-copy view of the immutable array: an   one copy (``jnp.array``, which copies by
             assignment replaces the array, and XLA      contract): ``jnp.asarray`` of an aligned
             does not donate a buffer that a numpy view  numpy array aliases it, a deferred
@@ -137,8 +136,6 @@ def initialize(variable, value) -> None:
         value = _jax_copy(value, variable.dtype)
     elif name == "torch":
         value = _torch_copy(value, variable.dtype)
-    elif name == "tensorflow":
-        value = _tf_adoptable(value, variable.dtype)
     # TensorFlow creates a tf.Variable, which holds its own copy.
     variable._initialize(value)
 
@@ -165,35 +162,6 @@ def _jax_copy(value, dtype):
     if isinstance(value, keras.Variable):
         value = value.value
     return keras.ops.array(value, dtype=dtype)
-
-
-# TensorFlow's CPU kernels require buffers aligned to EIGEN_MAX_ALIGN_BYTES (64 on x86-64); an
-# unaligned buffer aborts the process on the first in-place update.
-_TF_ALIGNMENT = 64
-_DLPACK_DTYPES = frozenset(
-    ["float16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64"]
-)
-
-
-def _tf_adoptable(value, dtype):
-    """``value`` as a TensorFlow tensor over one fresh, aligned copy of it, if it is a numpy array of
-    the variable's dtype; otherwise ``value`` unchanged.
-
-    ``tf.Variable(array)`` converts the array (one copy) and copies that again into the variable's
-    buffer, so loading a model briefly holds its largest weight twice. A tensor that alone holds its
-    memory is adopted by the new variable as its buffer: one copy per weight, no transient.
-    """
-    if not isinstance(value, np.ndarray) or value.size == 0 or value.dtype.name not in _DLPACK_DTYPES:
-        return value
-    if value.dtype.name != keras.backend.standardize_dtype(dtype):
-        return value
-    raw = np.empty(value.nbytes + _TF_ALIGNMENT, dtype=np.uint8)
-    start = -raw.ctypes.data % _TF_ALIGNMENT
-    owned = raw[start : start + value.nbytes].view(value.dtype).reshape(value.shape)
-    np.copyto(owned, value, casting="no")
-    import tensorflow as tf  # this backend is in use: TensorFlow is imported already
-
-    return tf.experimental.dlpack.from_dlpack(owned.__dlpack__())
 
 
 def _torch_copy(value, dtype):

@@ -73,7 +73,7 @@ FRAMEWORK_FREE = ("keras_pickle.errors", "keras_pickle.limits", "keras_pickle._v
                   "keras_pickle._reader.", "keras_pickle._inspect.", "keras_pickle.cli", "keras_pickle.__main__",
                   "keras_pickle")  # fmt: skip
 # Imports allowed inside a function: optional dependencies, never a keras_pickle module...
-OPTIONAL = ("dask", "distributed", "ray", "scikeras", "cloudpickle", "ml_dtypes", "rich", "tensorflow")
+OPTIONAL = ("dask", "distributed", "ray", "scikeras", "cloudpickle", "ml_dtypes", "rich")
 # ...except these, each for start-up time: a command imports Keras only when it runs.
 LAZY_COMMANDS = {("keras_pickle.cli", "keras_pickle._check"), ("keras_pickle.cli", "keras_pickle.demo")}
 
