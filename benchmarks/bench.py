@@ -50,8 +50,9 @@ checked the same way and a difference is noted, not fatal.
    ``keras_pickle.uninstall()``): the 3-layer MLP (compiled, Adam, one ``fit``
    step; dumps, loads and the round trip timed as one; goal >= 10x),
    ``dense100mb`` (6 x Dense(2048) + Adam, 288 MiB of state: dumps, loads,
-   deepcopy), ``deep150`` (dumps, loads) and ResNet50 (dumps, loads, their
-   sum).
+   ten loads in a row timed as one, deepcopy), ``deep150`` (dumps, loads) and
+   ResNet50 (dumps, loads, their sum). Every other run is preceded by a
+   collection; the ten loads are not, as in a worker loading model after model.
 
 4. **Sweeps**: dumps and loads of 4 wide Dense layers up to 1 GiB of state,
    and of n x Dense(32) up to 500 layers, both implementations; a run longer
@@ -324,6 +325,11 @@ def vs_keras(subject: Subject, op: str, repeat: int, workload: str | None = None
             payload = dumps(model)
             check_payload(impl, payload)
             return Contender(impl, installed, lambda: loads(payload), **checked)
+        if op == LOADS_IN_A_ROW:
+            set_installed(installed)
+            payload = dumps(model)
+            check_payload(impl, payload)
+            return Contender(impl, installed, lambda: loads_in_a_row(payload), **checked)
         if op == "deepcopy":
             return Contender(impl, installed, lambda: copy.deepcopy(model), **checked)
         if op == "dumps+loads":
@@ -332,6 +338,17 @@ def vs_keras(subject: Subject, op: str, repeat: int, workload: str | None = None
 
     times = race([contender(KERAS), contender(KP)], repeat)
     return timing_row(workload or subject.name, op, times, notes=notes)
+
+
+LOADS_IN_A_ROW = "10 loads in a row"
+
+
+def loads_in_a_row(payload: tuple[bytes, list]) -> object:
+    """Ten loads, each result dropped as the next starts, with no collection in between: what a worker
+    loading model after model sees, allocator reuse and freeing included. Timed as one."""
+    for _ in range(9):
+        loads(payload)
+    return loads(payload)
 
 
 def timing_row(workload: str, op: str, times: dict[str, list[float]] | None = None, **extra) -> dict:
