@@ -95,10 +95,10 @@ def test_loads_and_trains_identically_in_a_fresh_interpreter(tmp_path, name):
     for i, (path, raw) in enumerate(values):
         if path == "total_loss/total":
             # The running sum of reconstruction + KL loss came out 1 ULP apart in 5 of 30 runs (more
-            # often on a loaded machine, on keras_pickle 0.3.0 as released and after), while every
-            # weight, slot and seed and both component trackers matched bit for bit. Both processes add
-            # the same two numbers, so TensorFlow computes that sum differently from run to run (the
-            # graph it compiles, most likely); nothing loaded differs.
+            # often on a loaded machine), while every weight, slot and seed and both component
+            # trackers matched bit for bit. Both processes add the same two numbers, so TensorFlow
+            # computes that sum differently from run to run (the graph it compiles, most likely);
+            # nothing loaded differs.
             a, b = np.frombuffer(raw, np.float32), child[f"v{i}"].view(np.float32)
             assert np.all(np.abs(a.view(np.int32) - b.view(np.int32)) <= 1), (path, a, b)
             continue
