@@ -174,9 +174,7 @@ def _rebuild_with_state(blueprint: Blueprint, *, safe_mode: bool) -> Any:
                 blueprint.custom_objects,
                 state.backend,
             )
-    slots = _build_optimizer(obj, state)
     _state.apply_to_optimizer(obj, state)
-    _deferred.initialize_leftovers(slots)
     _state.apply_to_held_optimizers(obj, state, _records.resolve_part)
     _state.apply_to_metrics(obj, state)
     return obj
@@ -188,9 +186,10 @@ def _optimizer_left_unbuilt(model: Any):
 
     Keras builds the optimizer there when the model is built, running every
     slot's initializer. The model passes for unbuilt meanwhile. If the
-    original's optimizer was built, :func:`_build_optimizer` builds this one
-    afterwards with its slots deferred; if not, the first training step builds
-    the optimizer of both alike (and a LossScaleOptimizer's loss scale).
+    original's optimizer was built, :func:`_state.apply_to_optimizer` builds
+    this one afterwards with its slots deferred; if not, the first training
+    step builds the optimizer of both alike (and a LossScaleOptimizer's loss
+    scale).
     """
     if not getattr(model, "built", False):
         yield
@@ -208,15 +207,6 @@ def _from_config_deferred(config_json, custom_objects, *, safe_mode, expected, w
             config_json, custom_objects, safe_mode=safe_mode, expected_variables=expected, compile=False, wire=wire
         )
     return obj, deferred
-
-
-def _build_optimizer(model: Any, state: _state.CapturedState) -> list:
-    """Build the rebuilt model's optimizer if the original's was built; its slots deferred, to be created
-    from the saved values (see :func:`_deferred.build_optimizer`)."""
-    optimizer = getattr(model, "optimizer", None)
-    if not state.optimizer_built or optimizer is None or getattr(optimizer, "built", True):
-        return []
-    return _deferred.build_optimizer(optimizer, model.trainable_variables)
 
 
 def from_config(

@@ -36,7 +36,7 @@ from typing import Any
 import keras
 import numpy as np
 
-from . import _backend, _convert, _layer_state, _names
+from . import _backend, _convert, _deferred, _layer_state, _names
 from ._layer_state import LayerState
 from .errors import StateMismatchError
 
@@ -205,10 +205,11 @@ def apply_to_optimizer(obj: Any, state: CapturedState) -> None:
             f"The payload holds optimizer state, but the rebuilt {_describe(obj)} "
             "has no optimizer: its compile config did not restore one."
         )
-    targets = list(optimizer.variables)
+    deferred = []
     if state.optimizer_built and not optimizer.built:
-        optimizer.build(obj.trainable_variables)
-        targets = list(optimizer.variables)
+        # Its slots are created below from their saved values, not from their initializers.
+        deferred = _deferred.build_optimizer(optimizer, obj.trainable_variables)
+    targets = list(optimizer.variables)
     if not state.optimizer_built and optimizer.built:
         # Built anyway (by a custom compile_from_config, say; see
         # _rebuild._optimizer_left_unbuilt): the other variables keep the
@@ -220,6 +221,7 @@ def apply_to_optimizer(obj: Any, state: CapturedState) -> None:
         targets = in_saved_order(targets, keys, state.optimizer_variables)
     owner = f"optimizer of {_describe(obj)}"
     assign_in_order(targets, state.optimizer_variables, owner=owner, written_backend=state.backend)
+    _deferred.initialize_leftovers(deferred)
 
 
 def in_saved_order(targets: list, target_keys: list[str], saved: list[tuple[str, Any]]) -> list:
