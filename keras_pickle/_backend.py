@@ -108,10 +108,11 @@ def assign(variable, array) -> None:
     A deferred variable (see :func:`is_uninitialized`) is created directly
     from ``array``. The variable never aliases ``array`` afterwards.
     """
-    array = _native_byte_order(array)
     if is_uninitialized(variable):
         initialize(variable, array)
-    elif backend_name() == "jax" and isinstance(variable, keras.Variable):
+        return
+    array = _native_byte_order(array)
+    if backend_name() == "jax" and isinstance(variable, keras.Variable):
         variable.assign(_jax_copy(array, variable.dtype))
     else:
         # TensorFlow assigns into the variable's own buffer, PyTorch copies
