@@ -114,6 +114,8 @@ class Plan:
 
 # In the order they run. The floors and Keras's own pickling of one model run
 # on one build of it.
+LOADS_IN_A_ROW = "10 loads in a row"  # an op of bench.py's "vs Keras" section (bench.loads_in_a_row)
+
 PLANS: dict[str, Plan] = {
     "mlp3": Plan(mlp3, floor_dumps=True, floor_loads=False, vs_keras=("dumps", "loads", "dumps+loads")),
     "mobilenetv3small": Plan(mobilenetv3small, floor_dumps=True, floor_loads=True, vs_keras=()),
@@ -121,7 +123,7 @@ PLANS: dict[str, Plan] = {
     "resnet50": Plan(resnet50, floor_dumps=True, floor_loads=True, vs_keras=("dumps", "loads")),
     "deep150": Plan(deep150, floor_dumps=False, floor_loads=True, vs_keras=("dumps", "loads")),
     "dense100mb": Plan(
-        dense100mb, floor_dumps=True, floor_loads=False, vs_keras=("dumps", "loads", "10 loads in a row", "deepcopy")
+        dense100mb, floor_dumps=True, floor_loads=False, vs_keras=("dumps", "loads", LOADS_IN_A_ROW, "deepcopy")
     ),
 }
 

@@ -125,7 +125,7 @@ from _bench_core import (  # noqa: E402
     variables_mismatch,
 )
 from _bench_memory import IMPLS, KERAS, KP, memory_child, memory_jobs, run_memory_children  # noqa: E402, F401
-from _bench_models import PLANS, build, dense100mb, describe, nbytes, state_variables, sweep_specs  # noqa: E402, F401
+from _bench_models import LOADS_IN_A_ROW, PLANS, build, dense100mb, describe, nbytes, state_variables, sweep_specs  # noqa: E402, F401
 from _bench_report import draw_chart, evaluate_goals, mb, print_all, print_goals  # noqa: E402
 
 import keras_pickle  # noqa: E402
@@ -320,16 +320,12 @@ def vs_keras(subject: Subject, op: str, repeat: int, workload: str | None = None
             checked = checks(subject, notes, strict=installed, payload=True, ours=installed)
             return Contender(impl, installed, lambda: dumps(model), **checked)
         checked = checks(subject, notes, strict=installed)
-        if op == "loads":
+        if op in ("loads", LOADS_IN_A_ROW):
             set_installed(installed)
             payload = dumps(model)
             check_payload(impl, payload)
-            return Contender(impl, installed, lambda: loads(payload), **checked)
-        if op == LOADS_IN_A_ROW:
-            set_installed(installed)
-            payload = dumps(model)
-            check_payload(impl, payload)
-            return Contender(impl, installed, lambda: loads_in_a_row(payload), **checked)
+            load = loads if op == "loads" else loads_in_a_row
+            return Contender(impl, installed, lambda: load(payload), **checked)
         if op == "deepcopy":
             return Contender(impl, installed, lambda: copy.deepcopy(model), **checked)
         if op == "dumps+loads":
@@ -338,9 +334,6 @@ def vs_keras(subject: Subject, op: str, repeat: int, workload: str | None = None
 
     times = race([contender(KERAS), contender(KP)], repeat)
     return timing_row(workload or subject.name, op, times, notes=notes)
-
-
-LOADS_IN_A_ROW = "10 loads in a row"
 
 
 def loads_in_a_row(payload: tuple[bytes, list]) -> object:
