@@ -9,9 +9,9 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import IO, Any
 
 from . import _allow, _format, _install, _options  # noqa: F401  (_allow, _format: see below)
-from ._custom_objects import safe_mode_bases
 from ._reader import safe
 from ._reader.prescan import check_lengths, describe_bytes, foreign_format, peek
+from ._safe_policy import globals_policy
 from .errors import KerasPickleError, KerasPicklingError, NotAPayloadError, UnsafePayloadError
 
 # _allow and _format publish the reconstructors payloads name; safe mode resolves those from
@@ -110,7 +110,7 @@ def _load_one(file: IO[bytes], *, safe_mode: bool, buffers, describe: Callable[[
     with _options.loading(options):
         try:
             if safe_mode:
-                unpickler = safe.SafeUnpickler(file, allowed_bases=safe_mode_bases(), buffers=buffers)
+                unpickler = safe.SafeUnpickler(file, policy=globals_policy(), buffers=buffers)
             else:
                 unpickler = pickle.Unpickler(file, buffers=buffers)
             obj = unpickler.load()

@@ -18,6 +18,8 @@ from keras.src.api_export import get_symbol_from_name
 
 from ._options import load_options
 from ._pickling_context import cloudpickle_is_pickling
+from ._reader.allowlist import refusal
+from ._safe_policy import globals_policy
 from ._wire import configs
 from ._wire.refs import InertReference
 from .errors import CustomObjectError, KerasUnpicklingError, UnsafePayloadError
@@ -181,19 +183,6 @@ def _live_index(roots: list[Any]) -> dict[str, list[Any]]:
     return index
 
 
-def safe_mode_bases() -> tuple[type, ...]:
-    """The Keras classes whose subclasses safe mode lets a payload name (as inert references)."""
-    return (
-        keras.src.saving.keras_saveable.KerasSaveable,
-        keras.initializers.Initializer,
-        keras.regularizers.Regularizer,
-        keras.constraints.Constraint,
-        keras.optimizers.schedules.LearningRateSchedule,
-        keras.callbacks.Callback,
-        keras.DTypePolicy,
-    )
-
-
 # --------------------------------------------------------------------------
 # Classes and functions pickle cannot name
 # --------------------------------------------------------------------------
@@ -268,7 +257,7 @@ def registered(name: Any) -> Any:
 
     Part of the format (published as ``keras_pickle._format.registered``). In
     safe mode, an inert reference, and only to what safe mode lets a payload
-    name: a subclass of Keras's bases or a plain function.
+    name (judged as the restricted reader judges a global).
     """
     obj = keras.saving.get_registered_object(name) if isinstance(name, str) else None
     if obj is None:
@@ -280,12 +269,10 @@ def registered(name: Any) -> Any:
     qualified = f"{getattr(obj, '__module__', '?')}.{getattr(obj, '__qualname__', '?')}"
     if not load_options().safe_mode:
         return obj
-    if (isinstance(obj, type) and issubclass(obj, safe_mode_bases())) or isinstance(obj, types.FunctionType):
+    reason = refusal(obj, globals_policy())
+    if reason is None:
         return InertReference(obj, qualified)
-    raise UnsafePayloadError(
-        f"Safe mode refused {qualified}, registered as {name!r}: neither a Keras class nor a plain function.",
-        what=qualified,
-    )
+    raise UnsafePayloadError(f"Safe mode refused {qualified}, registered as {name!r:.200}: {reason}.", what=qualified)
 
 
 registered.__module__ = "keras_pickle._format"  # the path payloads name: keras_pickle._format publishes it

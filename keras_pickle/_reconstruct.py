@@ -1,7 +1,9 @@
 """The reconstructor every payload calls: ``keras_pickle._format.restore(header, body)``.
 
 It validates the header before touching the body, the body before decoding
-anything (:mod:`keras_pickle._wire.schema`), rebuilds the object
+anything (:mod:`keras_pickle._wire.schema`), in safe mode judges what the
+body's objects and configs stand for (:mod:`keras_pickle._safe_policy`) and
+holds Keras's own safe mode for the whole rebuild, rebuilds the object
 (:mod:`keras_pickle._payload`), runs the hooks registered with
 :func:`after_restore` (``install()`` registers "install on first load", so
 that a worker that received a model sends results back the same way), and
@@ -19,7 +21,7 @@ from typing import Any
 
 import keras
 
-from . import _options, _payload, _records
+from . import _options, _payload, _records, _safe_policy
 from ._wire import schema
 from ._wire.refs import InertReference
 from ._wire.reprs import shorten
@@ -54,7 +56,10 @@ def restore(header, body):
     safe_mode = _options.load_options().safe_mode
     body = schema.check_body(header, body, is_custom_object=_custom_object_check(safe_mode))
     try:
-        obj = _payload.object_from_payload(header, body, safe_mode=safe_mode)
+        with _safe_policy.keras_safe_mode(safe_mode):
+            if safe_mode:
+                _safe_policy.vet_body(body)
+            obj = _payload.object_from_payload(header, body, safe_mode=safe_mode)
     except KerasPickleError:
         raise
     except Exception as e:

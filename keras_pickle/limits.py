@@ -35,6 +35,15 @@ MAX_CONFIG_BYTES = 1 << 27
 MAX_CONFIG_OBJECTS = 2_000_000
 """``{`` characters in the config's JSON text, an upper bound on the objects parsing it creates
 (ResNet50: 2,211). Checked before parsing, which bounds its memory to a few hundred MiB."""
+MAX_CONFIG_DEPTH = 256
+"""Levels of nesting in a config's JSON (lists and objects): ResNet50's has 12, a nested model adds
+about 6. Deeper JSON would exhaust the stack of Keras's recursive deserializer."""
+MAX_VALUE_NODES = 1_000_000
+"""Values in the stream's objects that keras_pickle walks (recorded constructor and ``compile()``
+arguments, the custom-object table), each shared reference counted every time it is reached:
+what a copy of them would hold. Arrays count as one value."""
+MAX_VALUE_DEPTH = 100
+"""Levels of nesting in those objects; a reference cycle is refused by this limit."""
 
 # --------------------------------------------------------------------------
 # Inspecting a payload

@@ -38,6 +38,7 @@ LAYERS = {
     "keras_pickle._names": MIDDLE,
     "keras_pickle._state": MIDDLE,
     "keras_pickle._custom_objects": MIDDLE,
+    "keras_pickle._safe_policy": MIDDLE,
     "keras_pickle._rebuild": MIDDLE,
     "keras_pickle._deferred": MIDDLE,
     "keras_pickle._payload": MIDDLE,

@@ -16,6 +16,7 @@ from .._wire.arrays import wire_itemsize
 from .._wire.refs import InertReference, qualified_name
 from .._wire.schema import FORMAT_NAME, FORMAT_VERSION, REGISTERED
 from ..errors import KerasPickleError
+from . import verdict
 from .machine import Stream
 from .report import PayloadInfo
 from .values import Blob, Call, Global, OutOfBand, describe_argument, describe_callable, short, some
@@ -120,6 +121,12 @@ def describe(stream: Stream, payload: Call, *, verify: bool, buffers: list | Non
             f"layer {short(foreign.layer)} is a {foreign.class_name}, which holds "
             f"{configs.FOREIGN_LAYERS[foreign.class_name]}: safe mode refuses it"
         )
+    judged = verdict.judge(list(stream.globals), custom, config)
+    warnings.extend(f"safe mode refuses it: {refusal}" for refusal in judged.refusals)
+    warnings.extend(judged.flagged)
+    lambda_layers = [str(code) for code in configs.lambdas(config)] + judged.aliased_lambdas
+    refuses = bool(stream.unexpected_calls or refused or configs.foreign_layers(config) or lambda_layers)
+    refuses = refuses or bool(judged.refusals or stream.persistent_ids)
     if stream.persistent_ids:
         warnings.append("the pickle uses persistent ids, which keras_pickle payloads never do")
 
@@ -157,10 +164,11 @@ def describe(stream: Stream, payload: Call, *, verify: bool, buffers: list | Non
         header_weight_bytes=plain(claimed_bytes),
         custom_objects=tuple(dict.fromkeys(custom_objects)),
         imports=tuple(stream.globals),
-        lambda_layers=tuple(str(code) for code in configs.lambdas(config)),
+        lambda_layers=tuple(lambda_layers),
         checksum=checksum if isinstance(checksum, str) else None,
         checksum_status=status,
         warnings=tuple(dict.fromkeys(warnings)),
+        safe_mode_refuses=refuses,
     )
 
 

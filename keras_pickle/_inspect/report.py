@@ -40,6 +40,9 @@ class PayloadInfo:
     checksum_status: str
     warnings: tuple[str, ...]
     payloads_in_stream: int = 1
+    safe_mode_refuses: bool = False
+    """Whether ``keras_pickle.loads`` (safe mode) refuses the payload, as far as the stream, the
+    config and this process's imported modules tell; ``warnings`` says why."""
 
     def to_json(self) -> dict[str, Any]:
         """The report as JSON-ready data: every field under its own name (``JSON_KEYS``), in that order.
@@ -78,12 +81,19 @@ class PayloadInfo:
             f"  custom objects  {join(self.custom_objects)}",
             f"  imports         {join(f'{m}.{n}' for m, n in self.imports)}",
             f"  Lambda layers   {join(self.lambda_layers)}",
+            f"  safe mode       {_SAFE_MODE[self.safe_mode_refuses]}",
             f"  checksum        {self.checksum_status}" + (f" ({self.checksum})" if self.checksum else ""),
         ]
         if self.payloads_in_stream > 1:
             lines.append(f"  (the first of {self.payloads_in_stream} payloads in this pickle)")
         lines.extend(f"  WARNING: {warning}" for warning in self.warnings)
         return "\n".join(lines)
+
+
+_SAFE_MODE = {
+    True: "REFUSES it (see the warnings)",
+    False: "no refusal found (it loads where the modules it names are imported)",
+}
 
 
 def format_bytes(n: int) -> str:

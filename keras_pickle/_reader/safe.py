@@ -50,7 +50,7 @@ from .. import limits
 from .._wire.refs import InertReference
 from .._wire.reprs import bounded_repr
 from ..errors import UnsafePayloadError
-from .allowlist import CALLABLE_GLOBALS, is_stdlib
+from .allowlist import CALLABLE_GLOBALS, GlobalsPolicy, is_stdlib, refusal
 
 
 def looks_like_keras_native(head: bytes) -> bool:
@@ -78,6 +78,48 @@ def _already_imported(module: str, name: str, qualified: str) -> Any:
         f"Safe mode refused global {qualified}: its module is not imported, and safe mode never imports modules.",
         what=qualified,
     )
+
+
+def resolve_as_defined(module: str, name: str) -> Any:
+    """The class or function that ``module`` defines under the qualified name ``name``; else refused.
+
+    Only a module already in ``sys.modules``, looked up statically (a lazy ``__getattr__`` never
+    runs); a dotted ``name`` descends through classes only, never through another module
+    (``keras_pickle._reader.safe`` + ``inspect.os.system`` is refused); and the object found must
+    say it is defined there under that name (its ``__module__`` is that module, or the same
+    module object as the main script's ``__main__`` / ``__mp_main__``, and its ``__qualname__`` is
+    ``name``), so an alias one module keeps of another's object never resolves.
+    """
+    qualified = f"{module}.{name}"
+    loaded = sys.modules.get(module)
+    if not isinstance(loaded, types.ModuleType):
+        raise UnsafePayloadError(
+            f"Safe mode refused global {qualified}: module '{module}' is not imported, and "
+            "safe mode never imports modules. Import it first if you trust it, or load "
+            "with safe_mode=False.",
+            what=qualified,
+        )
+    target: Any = loaded
+    for part in name.split("."):
+        if target is not loaded and not isinstance(target, type):
+            raise UnsafePayloadError(
+                f"Safe mode refused global {qualified}: it reaches {part!r} through a "
+                f"{type(target).__name__}, and a global resolves only through the classes its module defines.",
+                what=qualified,
+            )
+        target = inspect.getattr_static(target, part, None)
+        if target is None:
+            raise UnsafePayloadError(f"Safe mode refused global {qualified}: no such attribute.", what=qualified)
+    defining = getattr(target, "__module__", None)
+    same_module = isinstance(defining, str) and sys.modules.get(defining) is loaded
+    if not (same_module and getattr(target, "__qualname__", None) == name):
+        raise UnsafePayloadError(
+            f"Safe mode refused global {qualified}: the object found there is "
+            f"{bounded_repr(defining)}.{bounded_repr(getattr(target, '__qualname__', None))}, defined elsewhere "
+            "(a global resolves only to what its module defines under that name).",
+            what=qualified,
+        )
+    return target
 
 
 # --------------------------------------------------------------------------
@@ -182,12 +224,12 @@ def _check_keys(keys: list) -> None:
 class SafeUnpickler(pickle._Unpickler):
     """The pure-Python unpickler, resolving only what the module docstring lists and BUILD-ing only numpy objects.
 
-    ``allowed_bases``: the classes whose subclasses the stream may name (as inert references).
+    ``policy`` says which classes and functions the stream may name (as inert references).
     """
 
-    def __init__(self, file, *, allowed_bases: tuple[type, ...], buffers=None):
+    def __init__(self, file, *, policy: GlobalsPolicy, buffers=None):
         super().__init__(file, buffers=buffers)
-        self._allowed_bases = allowed_bases
+        self._policy = policy
 
     def _load_build(self) -> None:
         target = self.stack[-2] if len(self.stack) >= 2 else None
@@ -245,28 +287,10 @@ class SafeUnpickler(pickle._Unpickler):
                 "unless you trust its source.",
                 what=qualified,
             )
-        loaded = sys.modules.get(module)
-        if loaded is None:
-            raise UnsafePayloadError(
-                f"Safe mode refused global {qualified}: module '{module}' is not imported, and "
-                "safe mode never imports modules. Import it first if you trust it, or load "
-                "with safe_mode=False.",
-                what=qualified,
-            )
-        target: Any = loaded
-        for part in name.split("."):
-            # Static lookup: a module's __getattr__ (lazy submodules) never runs.
-            target = inspect.getattr_static(target, part, None)
-            if target is None:
-                raise UnsafePayloadError(f"Safe mode refused global {qualified}: no such attribute.", what=qualified)
-        allowed_class = isinstance(target, type) and issubclass(target, self._allowed_bases)
-        allowed_function = isinstance(target, types.FunctionType)
-        if not (allowed_class or allowed_function):
-            raise UnsafePayloadError(
-                f"Safe mode refused global {qualified}: a {type(target).__name__} that is "
-                "neither a Keras class nor a plain Python function.",
-                what=qualified,
-            )
+        target = resolve_as_defined(module, name)
+        reason = refusal(target, self._policy)
+        if reason is not None:
+            raise UnsafePayloadError(f"Safe mode refused global {qualified}: {reason}.", what=qualified)
         return InertReference(target, qualified)
 
     def persistent_load(self, pid: Any) -> Any:

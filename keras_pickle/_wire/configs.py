@@ -34,8 +34,17 @@ def object_refs(config: Any) -> Iterator[dict]:
     return (node for node in iter_nodes(config) if "class_name" in node and "module" in node)
 
 
+def keras_class_name(node: dict) -> str | None:
+    """The class a ``keras*`` module's entry names, by its last dotted part (Keras resolves
+    ``"keras"`` + ``"layers.Lambda"`` as ``keras.layers.Lambda``); ``None`` for another module."""
+    class_name = node.get("class_name")
+    if not (isinstance(class_name, str) and str(node.get("module", "")).startswith("keras")):
+        return None
+    return class_name.rpartition(".")[2]
+
+
 def _is_lambda_layer(node: dict) -> bool:
-    return node.get("class_name") == "Lambda" and str(node.get("module", "")).startswith("keras")
+    return keras_class_name(node) == "Lambda"
 
 
 class LambdaCode(NamedTuple):
@@ -102,8 +111,8 @@ def foreign_layers(config: Any) -> list[ForeignLayer]:
     """The layers that embed code or another format (:data:`FOREIGN_LAYERS`), in document order."""
     found = []
     for node in iter_nodes(config):
-        class_name = node.get("class_name")
-        if class_name in FOREIGN_LAYERS and str(node.get("module", "")).startswith("keras"):
+        class_name = keras_class_name(node)
+        if class_name in FOREIGN_LAYERS:
             inner = node.get("config")
             found.append(ForeignLayer(class_name, str(inner.get("name", "?")) if isinstance(inner, dict) else "?"))
     return found

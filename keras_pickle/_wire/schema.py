@@ -9,13 +9,21 @@ from __future__ import annotations
 
 import json
 import pickle
+import sys
 from collections.abc import Callable, Iterable
 from typing import Any
 
 from .. import limits
 from .._version import __version__
-from ..errors import ChecksumMismatchError, FormatVersionError, KerasUnpicklingError, NotAPayloadError
+from ..errors import (
+    ChecksumMismatchError,
+    FormatVersionError,
+    KerasUnpicklingError,
+    NotAPayloadError,
+    ResourceLimitError,
+)
 from .arrays import WireArray, check_entry, wire_nbytes
+from .bounds import check_value, config_depth
 from .checksum import CHECKSUM_ALGORITHM, CHECKSUM_ALGORITHMS, checksum_algorithm, content_checksum
 from .configs import count_listed_layers
 from .reprs import as_text, bounded_repr, shorten
@@ -210,18 +218,13 @@ def check_body(header: dict, body: object, *, is_custom_object: Callable[[Any], 
         raise KerasUnpicklingError("Corrupt keras_pickle payload: dtype_policy is not a string.")
     _check_custom_objects(body, is_custom_object)
     _check_recorded_calls(body)
-    config_text = body["config"]
-    limits.check_limit("MAX_CONFIG_BYTES", len(config_text), f"its config has {len(config_text):,} characters")
-    limits.check_limit(
-        "MAX_CONFIG_OBJECTS", config_text.count("{"), f"its config opens {config_text.count('{'):,} JSON objects"
-    )
-    try:
-        config = json.loads(config_text)
-    except (ValueError, RecursionError) as e:
-        raise KerasUnpicklingError(
-            f"Corrupt keras_pickle payload: the config is not valid JSON ({type(e).__name__}: {shorten(str(e), 200)}).",
-            original_error=e,
-        ) from e
+    for field in ("custom_objects", "constructed", "compile_call"):
+        check_value(body.get(field), f"its {field}")
+    config = parse_config(body["config"], "its config")
+    for held in body.get("held_optimizers", ()):
+        parse_config(held[1], "an optimizer config it holds")
+    for text in (body.get("compile_objects") or {}).values():
+        parse_config(text, "an optimizer config of its compile() call")
     limits.check_limit("MAX_LAYERS", count_listed_layers(config), "its config lists more layers")
     expected = header.get("checksum")
     if expected is not None:
@@ -232,6 +235,30 @@ def check_body(header: dict, body: object, *, is_custom_object: Callable[[Any], 
                 f"header, {actual} computed): it was changed or damaged after it was written."
             )
     return body
+
+
+def parse_config(text: str, what: str) -> Any:
+    """A config's JSON text decoded, its size, object count and depth checked against the limits."""
+    limits.check_limit("MAX_CONFIG_BYTES", len(text), f"{what} has {len(text):,} characters")
+    limits.check_limit("MAX_CONFIG_OBJECTS", text.count("{"), f"{what} opens {text.count('{'):,} JSON objects")
+    try:
+        config = json.loads(text)
+    except RecursionError as e:
+        raise ResourceLimitError(
+            f"Refusing this payload before allocating anything: {what} nests deeper than Python's recursion "
+            f"limit lets JSON parse, more than the limit of {limits.MAX_CONFIG_DEPTH} "
+            "(keras_pickle.limits.MAX_CONFIG_DEPTH).",
+            limit_name="MAX_CONFIG_DEPTH",
+            limit=limits.MAX_CONFIG_DEPTH,
+            value=sys.getrecursionlimit(),
+        ) from e
+    except ValueError as e:
+        raise KerasUnpicklingError(
+            f"Corrupt keras_pickle payload: {what} is not valid JSON ({type(e).__name__}: {shorten(str(e), 200)}).",
+            original_error=e,
+        ) from e
+    limits.check_limit("MAX_CONFIG_DEPTH", config_depth(config), f"{what} nests deeper")
+    return config
 
 
 def _sequence(body: dict, key: str) -> list:

@@ -1,0 +1,111 @@
+"""Crafting hostile payloads as an attacker would: dump a real model, edit its header and body, write
+any global the edit needs, and sign the result again (the checksum is not a secret).
+
+Used by ``tests/test_redteam.py`` and by the structure-aware mode of ``tests/test_fuzz.py``.
+"""
+
+from __future__ import annotations
+
+import copy
+import io
+import json
+import pickle
+from typing import Any
+
+import keras
+
+from keras_pickle import _format, _payload
+from keras_pickle._wire.checksum import CHECKSUM_ALGORITHM, content_checksum
+
+
+class GlobalRef:
+    """Written to the stream as ``GLOBAL module name``, exactly as spelled: whatever it resolves to."""
+
+    def __init__(self, module: str, name: str):
+        self.module, self.name = module, name
+        # What the checksum reads off a custom object: the dotted name it was resolved from.
+        self.__module__, self.__qualname__ = module, name
+
+    def __repr__(self) -> str:
+        return f"GlobalRef({self.module!r}, {self.name!r})"
+
+
+class Call:
+    """Written as ``REDUCE``: ``function(*args)``, the function a :class:`GlobalRef`."""
+
+    def __init__(self, function: GlobalRef, *args: Any):
+        self.function, self.args = function, args
+
+
+class _CraftingPickler(pickle._Pickler):
+    """The pure-Python pickler, with :class:`GlobalRef` and :class:`Call` written verbatim."""
+
+    dispatch = dict(pickle._Pickler.dispatch)
+
+    def _save_global_ref(self, ref: GlobalRef) -> None:
+        self.write(pickle.GLOBAL + f"{ref.module}\n{ref.name}\n".encode())
+
+    def _save_call(self, call: Call) -> None:
+        self.save(call.function)
+        self.save(call.args)
+        self.write(pickle.REDUCE)
+
+    dispatch[GlobalRef] = _save_global_ref
+    dispatch[Call] = _save_call
+
+
+class _Restore:
+    """Pickles as ``keras_pickle._format.restore(header, body)``."""
+
+    def __init__(self, header: dict, body: dict):
+        self.header, self.body = header, body
+
+    def __reduce__(self):
+        return _format.restore, (self.header, self.body)
+
+
+def payload_parts(model: Any, protocol: int = 2) -> tuple[dict, dict]:
+    """A real model's header and body, as ``dumps`` writes them (copies the caller may edit)."""
+    header, body = _payload.layer_payload(model, protocol)
+    return dict(header), dict(body)
+
+
+def craft(header: dict, body: dict, *, protocol: int = 2, sign: bool = True) -> bytes:
+    """The pickle of ``restore(header, body)``; ``sign`` recomputes the checksum of the edited content."""
+    header = dict(header)
+    if sign:
+        header["checksum"] = None
+        header["checksum"] = content_checksum(header, body, CHECKSUM_ALGORITHM)
+    return dumps_crafted(_Restore(header, body), protocol=protocol)
+
+
+def dumps_crafted(obj: Any, *, protocol: int = 2) -> bytes:
+    buffer = io.BytesIO()
+    _CraftingPickler(buffer, protocol=protocol).dump(obj)
+    return buffer.getvalue()
+
+
+# --------------------------------------------------------------------------
+# Config editing
+# --------------------------------------------------------------------------
+
+
+def edit_config(body: dict, edit) -> dict:
+    """``body`` with ``edit(config_dict)`` applied to a copy of its config (``edit`` may return a new one)."""
+    config = json.loads(body["config"])
+    edited = edit(config)
+    return {**body, "config": json.dumps(config if edited is None else edited)}
+
+
+def layer_configs(config: dict) -> list[dict]:
+    """The layer entries of a Sequential's or Functional's config."""
+    return config["config"]["layers"]
+
+
+def lambda_layer_config(name: str, function: str, arguments: dict | None = None) -> dict:
+    """A Lambda layer's inner config that calls the function Keras resolves from ``function``."""
+    real = keras.layers.Lambda(lambda x: x, name=name)
+    inner = copy.deepcopy(real.get_config())
+    inner["function"] = {"module": "evil", "class_name": "function", "config": function, "registered_name": function}
+    inner["arguments"] = arguments or {}
+    return inner
