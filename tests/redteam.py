@@ -10,9 +10,14 @@ import copy
 import io
 import json
 import pickle
+import random
+import sys
+import threading
 from typing import Any
 
 import keras
+import numpy as np
+from keras.src.saving import serialization_lib
 
 from keras_pickle import _format, _payload
 from keras_pickle._wire.checksum import CHECKSUM_ALGORITHM, content_checksum
@@ -109,3 +114,59 @@ def lambda_layer_config(name: str, function: str, arguments: dict | None = None)
     inner["function"] = {"module": "evil", "class_name": "function", "config": function, "registered_name": function}
     inner["arguments"] = arguments or {}
     return inner
+
+
+# --------------------------------------------------------------------------
+# Watching for effects
+# --------------------------------------------------------------------------
+
+_AUDITED: list[str] = []
+_AUDITING = threading.Event()
+_WATCHED_EVENTS = ("os.", "subprocess.", "socket.", "shutil.", "ctypes.", "import", "exec", "compile")
+
+
+def _audit(event: str, args: tuple) -> None:
+    if _AUDITING.is_set() and event.startswith(_WATCHED_EVENTS):
+        _AUDITED.append(f"{event}{args!r:.120}")
+
+
+sys.addaudithook(_audit)
+
+
+def keras_globals() -> dict:
+    """The process-wide Keras settings a payload must never change."""
+    return {
+        "safe_mode": serialization_lib.in_safe_mode(),
+        "floatx": keras.config.floatx(),
+        "epsilon": keras.config.epsilon(),
+        "image_data_format": keras.config.image_data_format(),
+        "dtype_policy": keras.config.dtype_policy().name,
+        "backend": keras.config.backend(),
+        "python_random": random.getstate(),
+        "numpy_random": np.random.get_state()[1].tobytes(),
+    }
+
+
+class Effects:
+    """Within: what loading did besides raising (audited events, imports, marker, Keras globals)."""
+
+    def __init__(self, marker):
+        self.marker = marker
+
+    def __enter__(self):
+        self.modules = set(sys.modules)
+        self.settings = keras_globals()
+        _AUDITED.clear()
+        _AUDITING.set()
+        return self
+
+    def __exit__(self, *exc):
+        _AUDITING.clear()
+        self.events = list(_AUDITED)
+        return False
+
+    def assert_none(self) -> None:
+        assert not self.marker.exists(), "the payload's command ran"
+        assert set(sys.modules) == self.modules, f"imported {sorted(set(sys.modules) - self.modules)}"
+        assert not self.events, f"audited events while loading: {self.events[:5]}"
+        assert keras_globals() == self.settings, "a Keras global changed"

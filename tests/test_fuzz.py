@@ -5,6 +5,8 @@ overwritten bytes) of small valid payloads, random values in the header and
 body, and absurd size claims. A loaded payload that was mutated must be the
 original model, bit for bit, whenever it carries a checksum.
 
+tests/test_fuzz_structure.py mutates configs and custom-object tables instead of bytes.
+
 The hypothesis budget is fixed and derandomized; set
 ``KERAS_PICKLE_FUZZ_EXAMPLES=20000`` for a longer, random session (the counts
 of inputs tried are printed at the end of the module with ``-s``).

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import importlib
 import pickle
-import sys
 import threading
 import time
 
@@ -20,69 +19,13 @@ import pytest
 import redteam
 import zoo
 from keras.src.saving import serialization_lib
-from redteam import Call, GlobalRef
+from redteam import Call, Effects, GlobalRef, keras_globals
 
 import keras_pickle
 import keras_pickle._allow  # noqa: F401  (imported on first load: imported here, so that imports show effects)
 import keras_pickle._api  # noqa: F401
 
 pytestmark = pytest.mark.backends  # tests/run_all.py runs this file on every backend
-
-# --------------------------------------------------------------------------
-# Watching for effects
-# --------------------------------------------------------------------------
-
-_AUDITED: list[str] = []
-_AUDITING = threading.Event()
-_WATCHED_EVENTS = ("os.", "subprocess.", "socket.", "shutil.", "ctypes.", "import", "exec", "compile")
-
-
-def _audit(event: str, args: tuple) -> None:
-    if _AUDITING.is_set() and event.startswith(_WATCHED_EVENTS):
-        _AUDITED.append(f"{event}{args!r:.120}")
-
-
-sys.addaudithook(_audit)
-
-
-def keras_globals() -> dict:
-    """The process-wide Keras settings a payload must never change."""
-    return {
-        "safe_mode": serialization_lib.in_safe_mode(),
-        "floatx": keras.config.floatx(),
-        "epsilon": keras.config.epsilon(),
-        "image_data_format": keras.config.image_data_format(),
-        "dtype_policy": keras.config.dtype_policy().name,
-        "backend": keras.config.backend(),
-        "python_random": __import__("random").getstate(),
-        "numpy_random": np.random.get_state()[1].tobytes(),
-    }
-
-
-class Effects:
-    """Within: what loading did besides raising (audited events, imports, marker, Keras globals)."""
-
-    def __init__(self, marker):
-        self.marker = marker
-
-    def __enter__(self):
-        self.modules = set(sys.modules)
-        self.settings = keras_globals()
-        _AUDITED.clear()
-        _AUDITING.set()
-        return self
-
-    def __exit__(self, *exc):
-        _AUDITING.clear()
-        self.events = list(_AUDITED)
-        return False
-
-    def assert_none(self) -> None:
-        assert not self.marker.exists(), "the payload's command ran"
-        assert set(sys.modules) == self.modules, f"imported {sorted(set(sys.modules) - self.modules)}"
-        assert not self.events, f"audited events while loading: {self.events[:5]}"
-        assert keras_globals() == self.settings, "a Keras global changed"
-
 
 def assert_refused(data: bytes, marker, error: type = keras_pickle.UnsafePayloadError) -> Exception:
     """``keras_pickle.loads(data)`` raises ``error``, and had no effect."""
