@@ -269,7 +269,6 @@ def vocabulary_file_payload(tmp_path) -> bytes:
     return redteam.craft(header, redteam.edit_config(body, point_at_file))
 
 
-@pytest.mark.skipif(keras.config.backend() != "tensorflow", reason="string inputs need TensorFlow")
 def test_safe_mode_holds_after_enable_unsafe_deserialization(tmp_path, marker):
     data = vocabulary_file_payload(tmp_path)
     clean = _verdict(data)
