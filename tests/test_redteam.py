@@ -192,6 +192,7 @@ STATE_CHANGERS = [
 def _field_edits(function_key: str) -> dict:
     """Where a config names a function: each edit makes that field name ``function_key``."""
     ref = {"module": "builtins", "class_name": "function", "config": function_key, "registered_name": "function"}
+    as_class = {"module": "evil", "class_name": function_key, "config": {}, "registered_name": function_key}
 
     def first_dense(config):
         return redteam.layer_configs(config)[1]["config"]
@@ -203,6 +204,8 @@ def _field_edits(function_key: str) -> dict:
         "kernel_regularizer": lambda c: first_dense(c).update(kernel_regularizer=ref),
         "kernel_constraint": lambda c: first_dense(c).update(kernel_constraint=ref),
         "learning_rate": lambda c: c["compile_config"]["optimizer"]["config"].update(learning_rate=ref),
+        "schedule_class": lambda c: c["compile_config"]["optimizer"]["config"].update(learning_rate=as_class),
+        "dtype_policy_class": lambda c: first_dense(c).update(dtype=as_class),
         "loss": lambda c: c["compile_config"].update(loss=ref),
         "metrics": lambda c: c["compile_config"].update(metrics=[ref]),
     }
