@@ -62,7 +62,11 @@ def check_own_constructor(layer: Any) -> None:
 
 
 def _check_config_fits_constructor(layer: Any) -> None:
-    """Keras's default from_config is ``cls(**config)``: the config must bind."""
+    """Keras's default from_config is ``cls(**config)``: the config must bind.
+
+    A Sequential subclass's is ``Sequential.from_config``: ``cls(name=...)``,
+    then its layers added.
+    """
     cls = type(layer)
     try:
         config = layer.get_config()
@@ -70,9 +74,18 @@ def _check_config_fits_constructor(layer: Any) -> None:
         return  # Reported with its own message when the config is serialized.
     if isinstance(layer, Functional) and "layers" in config:
         return  # Revived by Keras's functional reconstruction, not cls(**config).
+    sequential = isinstance(layer, keras.Sequential) and "layers" in config and "name" in config
+    call, arguments = (f"{cls.__name__}(name=...)", {"name": config["name"]}) if sequential else (None, config)
     try:
-        inspect.signature(cls.__init__).bind(None, **config)
+        inspect.signature(cls.__init__).bind(None, **arguments)
     except TypeError as e:
+        if sequential:
+            raise UnrecoverableConfigError(
+                f"Cannot pickle {cls.__name__}: Keras rebuilds a Sequential subclass as {call} and then adds "
+                f"its layers, but its constructor does not accept that ({e}). Add its constructor arguments "
+                "to get_config() and define a from_config() classmethod that calls the constructor with them.",
+                class_name=cls.__name__,
+            ) from e
         raise UnrecoverableConfigError(
             f"Cannot pickle {cls.__name__}: Keras rebuilds it as {cls.__name__}(**config), but "
             f"its constructor does not accept its own config ({e}; config keys: "
