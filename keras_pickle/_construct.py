@@ -12,6 +12,14 @@ the class with the arguments (once per entry) where Keras would call
 ``from_config``; everything else in the config (build config, the graph of a
 Functional around it) applies as usual.
 
+A Functional subclass called as ``CustomModel(inputs, outputs, ...)`` was
+given symbolic tensors of its own graph. They never travel and are never
+handed to a constructor again: its placeholder carries its Functional config
+and where each tensor sat among the arguments (:func:`_graph.arguments_config`);
+loading rebuilds that graph and calls the class with the rebuilt graph's
+tensors in their places, and with the config's ``name`` and ``trainable``
+where the call did not give them, as Keras's ``functional_from_config`` does.
+
 The variables of a layer given as an argument travel with that layer's own
 payload, so the object's payload leaves them out (:func:`argument_variables`).
 """
@@ -19,12 +27,13 @@ payload, so the object's payload leaves them out (:func:`argument_variables`).
 from __future__ import annotations
 
 import dataclasses
+import inspect
 from collections.abc import Iterator
 from typing import Any
 
 import keras
 
-from . import _records
+from . import _graph, _records
 from ._records import CONSTRUCTED_KEY
 from ._wire.refs import unwrap
 from .errors import KerasUnpicklingError, UnrecoverableConfigError
@@ -40,10 +49,10 @@ class Constructed:
 
 
 def of(objects: list[Any]) -> list[Constructed]:
-    """The recorded constructor calls of ``objects`` (each has recorded arguments)."""
+    """The recorded constructor calls of ``objects`` (each has recorded arguments), symbolic tensors left out."""
     entries = []
     for obj in objects:
-        args, kwargs = _records.init_arguments(obj)
+        args, kwargs = _graph.without_symbolic(*_records.init_arguments(obj))
         entries.append(Constructed(type(obj), args, kwargs))
     return entries
 
@@ -116,10 +125,12 @@ def _walk(value: Any, depth: int = 0) -> Iterator[Any]:
 class _Constructing:
     """Stands for a class in ``custom_objects`` while loading: placeholders become constructor calls."""
 
-    def __init__(self, cls: type, entries: list[Constructed], built: dict[int, Any]):
+    def __init__(self, cls: type, entries: list[Constructed], built: dict[int, Any], scope: dict, wire: bool):
         self._cls = cls
         self._entries = entries
         self._built = built
+        self._scope = scope  # the custom objects the whole config is deserialized with
+        self._wire = wire
         self.__name__ = cls.__name__
 
     def from_config(self, config: dict) -> Any:
@@ -135,17 +146,84 @@ class _Constructing:
                     f"Corrupt keras_pickle payload: constructed entry #{index} is a {entry.cls.__name__}, "
                     f"the config names {self._cls.__name__}."
                 )
-            obj = entry.cls(*entry.args, **entry.kwargs)
+            args, kwargs = entry.args, entry.kwargs
+            if _graph.TENSORS_KEY in config:
+                args, kwargs = self._in_rebuilt_graph(config, entry)
+            obj = entry.cls(*args, **kwargs)
             if _records.init_arguments(obj) is None:
-                _records.record_init_arguments(obj, entry.args, entry.kwargs)
+                _records.record_init_arguments(obj, args, kwargs)
             self._built[index] = obj
         return self._built[index]
 
+    def _in_rebuilt_graph(self, config: dict, entry: Constructed) -> tuple[tuple, dict]:
+        """The entry's arguments with the tensors of the graph its config describes, rebuilt, in their places."""
+        places = config[_graph.TENSORS_KEY]
+        if not (
+            isinstance(places, list)
+            and isinstance(config.get("layers"), list)
+            and all(_is_placed_reference(item) for item in places)
+        ):
+            raise KerasUnpicklingError("Corrupt keras_pickle payload: a constructed model's graph is malformed.")
+        tensors = _graph.rebuild_nodes(config, self._scope, wire=self._wire)
+        try:
+            placed = {tuple(place): tensors(reference) for place, reference in places}
+            args, kwargs = _graph.replace_at(entry.args, entry.kwargs, placed)
+        except (KeyError, IndexError, TypeError) as e:
+            raise KerasUnpicklingError(
+                f"Corrupt keras_pickle payload: a symbolic argument of {self._cls.__name__} names no tensor "
+                f"of its graph ({type(e).__name__}: {e}).",
+                original_error=e,
+            ) from e
+        return args, {**kwargs, **_name_and_trainable(entry.cls, args, kwargs, config)}
 
-def constructing_custom_objects(custom_objects: dict[str, Any], entries: list[Constructed]) -> dict[str, Any]:
+
+def _is_placed_reference(item: Any) -> bool:
+    return (
+        isinstance(item, list)
+        and len(item) == 2
+        and isinstance(item[0], list)
+        and len(item[0]) >= 2
+        and item[0][0] in ("args", "kwargs")
+        and isinstance(item[1], list)
+        and len(item[1]) == 3
+        and isinstance(item[1][0], str)
+        and all(type(n) is int for n in item[1][1:])
+    )
+
+
+def _name_and_trainable(cls: type, args: tuple, kwargs: dict, config: dict) -> dict:
+    """The config's ``name`` and ``trainable`` the call did not give, where the constructor accepts them.
+
+    What Keras's ``functional_from_config`` passes to a Functional subclass.
+    A class taking ``*args`` (Keras's ``Model.__init__``) gives its positional
+    arguments to ``Functional(inputs, outputs, name)``: a third one is the name.
+    """
+    try:
+        parameters = list(inspect.signature(cls.__init__).parameters.values())[1:]
+    except (TypeError, ValueError):
+        return {}
+    kinds = {p.kind for p in parameters}
+    positional = [p.name for p in parameters if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    given = set(kwargs) | set(positional[: len(args)])
+    if inspect.Parameter.VAR_POSITIONAL in kinds and len(args) > 2:
+        given.add("name")
+    named = {p.name for p in parameters if p.kind not in (p.POSITIONAL_ONLY, p.VAR_POSITIONAL, p.VAR_KEYWORD)}
+    accepts_any = inspect.Parameter.VAR_KEYWORD in kinds
+    return {
+        key: config[key]
+        for key in ("name", "trainable")
+        if key in config and key not in given and (key in named or accepts_any)
+    }
+
+
+def constructing_custom_objects(
+    custom_objects: dict[str, Any], entries: list[Constructed], *, wire: bool = False
+) -> dict[str, Any]:
     """``custom_objects`` with every class that has constructed entries standing for :class:`_Constructing`.
 
     Each call starts afresh: a fallback rebuild constructs the objects again.
+    ``wire``: the graph of a model rebuilt around its symbolic arguments takes
+    its nodes from recorded specs (:func:`_graph.rebuild_nodes`).
     """
     if not entries:
         return custom_objects
@@ -154,7 +232,7 @@ def constructing_custom_objects(custom_objects: dict[str, Any], entries: list[Co
     replaced = dict(custom_objects)
     for key, value in custom_objects.items():
         if id(value) in classes:
-            replaced[key] = _Constructing(value, entries, built)
+            replaced[key] = _Constructing(value, entries, built, replaced, wire)
     missing = [cls.__name__ for cls in classes.values() if not any(v is cls for v in custom_objects.values())]
     if missing:
         raise KerasUnpicklingError(

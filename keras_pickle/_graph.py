@@ -16,10 +16,17 @@ else, and any node without specs, takes the ordinary symbolic call.
 
 The caller verifies the result (every variable's shape and dtype against the
 payload) and rebuilds the ordinary way on any disagreement or error.
+
+A Functional subclass called as ``CustomModel(inputs, outputs)`` is rebuilt by
+its constructor (:mod:`keras_pickle._construct`), and the symbolic tensors
+among its arguments belong to the original's graph. :func:`arguments_config`
+records where they sit and which tensors of the graph they are;
+:func:`rebuild_nodes` rebuilds that graph for the constructor.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from keras.src.backend.common.keras_tensor import KerasTensor
@@ -27,7 +34,7 @@ from keras.src.backend.common.name_scope import current_path
 from keras.src.distribution import distribution_lib
 from keras.src.layers.core.input_layer import InputLayer
 from keras.src.layers.layer import Layer
-from keras.src.models.functional import Functional, deserialize_node, make_node_key
+from keras.src.models.functional import Functional, deserialize_node, functional_like_constructor, make_node_key
 from keras.src.models.sequential import Sequential
 from keras.src.ops.node import Node
 from keras.src.saving import serialization_lib
@@ -136,12 +143,33 @@ def has_specs(config: Any) -> bool:
 
 def functional_from_config(config: dict, custom_objects: dict[str, Any]) -> Functional:
     """A plain ``Functional`` from its inner config: Keras's ``functional_from_config`` with recorded specs."""
+    tensors = rebuild_nodes(config, custom_objects, wire=True)
+    rest = {
+        k: v for k, v in config.items() if k not in ("layers", "input_layers", "output_layers", "name", "trainable")
+    }
+    return Functional(
+        inputs=tensors(config["input_layers"]),
+        outputs=tensors(config["output_layers"]),
+        name=config.get("name"),
+        trainable=config.get("trainable"),
+        **rest,
+    )
+
+
+def rebuild_nodes(config: dict, custom_objects: dict[str, Any], *, wire: bool) -> Callable[[Any], Any]:
+    """Create the layers a Functional config lists and their nodes, as Keras's ``functional_from_config`` does.
+
+    Nodes come from recorded specs where ``wire`` and :func:`_wirable`. Returns
+    the function that maps a structure of ``[layer name, node index, tensor
+    index]`` references (the config's ``input_layers``, ``output_layers``) to
+    the tensors of the rebuilt graph.
+    """
     created: dict[str, Any] = {}
     pending: dict[Any, list] = {}
     for layer_data in config["layers"]:
         layer = serialization_lib.deserialize_keras_object(layer_data, custom_objects=custom_objects)
         created[layer_data["name"]] = layer
-        inbound, specs = layer_data["inbound_nodes"], layer_data.get(SPEC_KEY)
+        inbound, specs = layer_data["inbound_nodes"], layer_data.get(SPEC_KEY) if wire else None
         nodes = list(zip(inbound, specs)) if specs else [(node_data, None) for node_data in inbound]
         if nodes:
             pending.setdefault(layer, []).extend(nodes)
@@ -184,16 +212,7 @@ def functional_from_config(config: dict, custom_objects: dict[str, Any]) -> Func
             return tuple(tensors(value) for value in structure)
         return [tensors(value) for value in structure]
 
-    rest = {
-        k: v for k, v in config.items() if k not in ("layers", "input_layers", "output_layers", "name", "trainable")
-    }
-    return Functional(
-        inputs=tensors(config["input_layers"]),
-        outputs=tensors(config["output_layers"]),
-        name=config.get("name"),
-        trainable=config.get("trainable"),
-        **rest,
-    )
+    return tensors
 
 
 def build_sequential(model: Sequential, layer_configs: list) -> bool:
@@ -218,3 +237,131 @@ def build_sequential(model: Sequential, layer_configs: list) -> bool:
     model._post_build()
     model._lock_state()
     return True
+
+
+# --------------------------------------------------------------------------
+# Symbolic tensors among a model's recorded constructor arguments
+# --------------------------------------------------------------------------
+
+TENSORS_KEY = "keras_pickle_tensors"
+"""The key, in the config of a model rebuilt by its constructor, of the symbolic tensors its recorded
+arguments held: ``[[place, [layer name, node index, tensor index]], ...]`` (see :func:`arguments_config`)."""
+
+_MAX_DEPTH = 32
+
+
+def symbolic_places(args: tuple, kwargs: dict) -> list[tuple[tuple, KerasTensor]] | None:
+    """``(place, tensor)`` of every symbolic tensor among constructor arguments.
+
+    A place is ``("args", i, ...)`` or ``("kwargs", name, ...)``, followed by
+    the list and tuple indices and dict keys that lead to the tensor. None if
+    a tensor sits under a dict key a config cannot hold (not a str or int).
+    """
+    found: list[tuple[tuple, KerasTensor]] = []
+
+    def visit(value: Any, place: tuple, depth: int) -> bool:
+        if isinstance(value, KerasTensor):
+            found.append((place, value))
+        elif depth < _MAX_DEPTH and isinstance(value, (list, tuple)):
+            return all(visit(item, (*place, i), depth + 1) for i, item in enumerate(value))
+        elif depth < _MAX_DEPTH and isinstance(value, dict):
+            for key, item in value.items():
+                before = len(found)
+                if not visit(item, (*place, key), depth + 1):
+                    return False
+                if len(found) > before and (type(key) is not str and type(key) is not int):
+                    return False
+        return True
+
+    complete = all(visit(a, ("args", i), 0) for i, a in enumerate(args)) and all(
+        visit(v, ("kwargs", k), 0) for k, v in kwargs.items()
+    )
+    return found if complete else None
+
+
+def replace_at(args: tuple, kwargs: dict, placed: dict[tuple, Any]) -> tuple[tuple, dict]:
+    """``(args, kwargs)`` with the value at each place of ``placed`` replaced (see :func:`symbolic_places`).
+
+    Only the lists, tuples and dicts on the way to a place are copied; raises
+    ``KeyError`` for a place that leads nowhere.
+    """
+    on_the_way = {place[:n] for place in placed for n in range(1, len(place))}
+    reached: set[tuple] = set()
+
+    def rebuilt(value: Any, place: tuple) -> Any:
+        if place in placed:
+            reached.add(place)
+            return placed[place]
+        if place not in on_the_way:
+            return value
+        if isinstance(value, dict):
+            copied = value.copy()
+            for key, item in value.items():
+                copied[key] = rebuilt(item, (*place, key))
+            return copied
+        if isinstance(value, list):
+            return [rebuilt(item, (*place, i)) for i, item in enumerate(value)]
+        if isinstance(value, tuple):
+            items = [rebuilt(item, (*place, i)) for i, item in enumerate(value)]
+            return type(value)(*items) if hasattr(value, "_fields") else tuple(items)
+        return value
+
+    new_args = tuple(rebuilt(a, ("args", i)) for i, a in enumerate(args))
+    new_kwargs = {k: rebuilt(v, ("kwargs", k)) for k, v in kwargs.items()}
+    missing = set(placed) - reached
+    if missing:
+        raise KeyError(f"no argument at {sorted(missing, key=repr)[0]!r}")
+    return new_args, new_kwargs
+
+
+def without_symbolic(args: tuple, kwargs: dict) -> tuple[tuple, dict]:
+    """``(args, kwargs)`` with every symbolic tensor :func:`symbolic_places` finds replaced by None."""
+    found = symbolic_places(args, kwargs) or []
+    return replace_at(args, kwargs, {place: None for place, _ in found}) if found else (args, kwargs)
+
+
+def _tensor_reference(model: Functional, tensor: KerasTensor) -> list | None:
+    """``[layer name, node index, tensor index]`` of ``tensor`` in ``model``'s config (as Keras's
+    ``get_config`` numbers nodes), or None if it is not a tensor of ``model``'s graph."""
+    history = getattr(tensor, "_keras_history", None)
+    if history is None:
+        return None
+    operation, node_index, tensor_index = history
+    if make_node_key(operation, node_index) not in model._nodes:
+        return None
+    kept = 1 if isinstance(operation, Functional) else 0
+    kept += sum(1 for i in range(node_index) if make_node_key(operation, i) in model._nodes)
+    return [operation.name, kept, tensor_index]
+
+
+def arguments_config(model: Any, args: tuple, kwargs: dict) -> dict | None:
+    """What the config of ``model``, rebuilt by calling its class with ``args`` and ``kwargs``, must add.
+
+    ``{}`` when no argument is a symbolic tensor. When some are (a Functional
+    subclass called as ``CustomModel(inputs, outputs)``), those tensors belong
+    to the original's graph and must never be handed to the constructor again:
+    the config becomes the model's Functional config (layers, nodes, inputs,
+    outputs), and :data:`TENSORS_KEY` records where each tensor sits among the
+    arguments and which tensor of that graph it is. Loading rebuilds the graph
+    (:func:`rebuild_nodes`) and calls the constructor with its tensors. None
+    when a tensor is not one of the model's graph (a model that cloned its
+    inputs): the model's own config must then do, as with Keras.
+    """
+    found = symbolic_places(args, kwargs)
+    if found == []:
+        return {}
+    if not found or not isinstance(model, Functional):
+        return None
+    references = [_tensor_reference(model, tensor) for _place, tensor in found]
+    if any(reference is None for reference in references):
+        return None
+    return {**_functional_config(model), TENSORS_KEY: [[list(p), r] for (p, _t), r in zip(found, references)]}
+
+
+def _functional_config(model: Functional) -> dict:
+    """``model``'s Functional config, also for a subclass whose constructor is not Functional's
+    (Keras's ``get_config`` then declines): that of a plain Functional over the same graph."""
+    if functional_like_constructor(type(model)):
+        return Functional.get_config(model)
+    twin = Functional(model._inputs_struct, model._outputs_struct, name=model.name, trainable=model.trainable)
+    return twin.get_config()

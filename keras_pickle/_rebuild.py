@@ -140,15 +140,15 @@ def _rebuild_with_state(blueprint: Blueprint, *, safe_mode: bool) -> Any:
     state, constructed = blueprint.state, blueprint.constructed
     expected = len(state.variables)
 
-    def custom_objects() -> dict[str, Any]:
-        return _construct.constructing_custom_objects(blueprint.custom_objects, constructed)
+    def custom_objects(wire: bool) -> dict[str, Any]:
+        return _construct.constructing_custom_objects(blueprint.custom_objects, constructed, wire=wire)
 
     skip = _construct.argument_variables(constructed)
     for wire in (True, False):
         # Nodes from recorded specs, verified against the payload; else traced, as Keras does.
         try:
             obj, deferred = _from_config_deferred(
-                blueprint.config_json, custom_objects(), safe_mode=safe_mode, expected=expected, wire=wire
+                blueprint.config_json, custom_objects(wire), safe_mode=safe_mode, expected=expected, wire=wire
             )
         except KerasPickleError:
             raise
@@ -158,7 +158,11 @@ def _rebuild_with_state(blueprint: Blueprint, *, safe_mode: bool) -> Any:
             break
     else:
         obj = from_config(
-            blueprint.config_json, custom_objects(), safe_mode=safe_mode, expected_variables=expected, compile=False
+            blueprint.config_json,
+            custom_objects(False),
+            safe_mode=safe_mode,
+            expected_variables=expected,
+            compile=False,
         )
         deferred = []
     _state.apply_to_layers(obj, state, skip=skip)

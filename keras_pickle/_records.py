@@ -23,6 +23,7 @@ walks, stay as they were. Recording costs one dictionary lookup per class.
 
 from __future__ import annotations
 
+import sys
 import threading
 import types
 import weakref
@@ -30,7 +31,10 @@ from collections.abc import Callable
 from typing import Any
 
 import keras
+from keras.src.models.functional import Functional
 from keras.src.utils import python_utils
+
+from . import _graph
 
 CONSTRUCTED_KEY = "keras_pickle_constructed"
 """The key of a config that stands for an object rebuilt from its recorded constructor arguments."""
@@ -86,11 +90,21 @@ _default_config_classes: weakref.WeakKeyDictionary[type, bool] = weakref.WeakKey
 
 
 def _user_class_with_default_config(cls: type) -> bool:
+    """A class outside Keras whose ``get_config`` is Keras's: the default, or Functional's.
+
+    Keras makes a Model subclass called with ``(inputs, outputs)`` a Functional
+    subclass during its first construction, so its ``get_config`` changes from
+    the default to Functional's then; the answer must not depend on whether
+    the class had been constructed before.
+    """
     known = _default_config_classes.get(cls)
     if known is None:
         module = getattr(cls, "__module__", "") or ""
         keras_class = module == "keras" or module.startswith(("keras.", "keras_pickle."))
-        known = _default_config_classes[cls] = not keras_class and python_utils.is_default(cls.get_config)
+        get_config = cls.get_config
+        known = _default_config_classes[cls] = not keras_class and (
+            python_utils.is_default(get_config) or get_config is Functional.get_config
+        )
     return known
 
 
@@ -114,8 +128,12 @@ def _config_or_placeholder(self: Any) -> dict:
     sink = getattr(_constructed, "sink", None)
     if sink is None:
         return type(self).get_config(self)
+    graph = _graph.arguments_config(self, *_init_arguments.get(self))
+    if graph is None:
+        # A symbolic tensor of another graph is never handed to a constructor again: Keras's config.
+        return type(self).get_config(self)
     index = sink.setdefault(id(self), (len(sink), self))[0]
-    return {"name": self.name, CONSTRUCTED_KEY: index}
+    return {**graph, "name": self.name, CONSTRUCTED_KEY: index}
 
 
 _config_or_placeholder._is_default = True  # Keras's auto config still applies outside a dump.
@@ -124,7 +142,9 @@ _config_or_placeholder._is_default = True  # Keras's auto config still applies o
 class collecting_constructed:
     """Within: configs of objects with recorded arguments are placeholders ``{"name", CONSTRUCTED_KEY: i}``.
 
-    ``objects`` then lists those objects, ``i`` being the index of each.
+    ``objects`` then lists those objects, ``i`` being the index of each. The
+    placeholder of a model whose arguments hold symbolic tensors also carries
+    its Functional config (:func:`_graph.arguments_config`).
     """
 
     def __enter__(self) -> collecting_constructed:
@@ -252,6 +272,8 @@ def recording_new(original: Callable[..., Any]) -> staticmethod:
         obj = original(cls, *args, **kwargs)
         if type(obj) is cls:
             if needs_arguments(obj):
+                if not (args or kwargs) and issubclass(cls, Functional):
+                    args, kwargs = _functional_new_arguments(sys._getframe(1), args, kwargs)
                 record_init_arguments(obj, args, kwargs)
             if isinstance(obj, keras.Model) and "compile" not in vars(obj):
                 record_compiles(obj)
@@ -260,3 +282,22 @@ def recording_new(original: Callable[..., Any]) -> staticmethod:
     hook = staticmethod(__new__)
     hook.__keras_pickle__ = True
     return hook
+
+
+def _functional_new_arguments(caller: types.FrameType | None, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
+    """The arguments of a Functional subclass's construction, where Keras's ``Functional.__new__`` dropped them.
+
+    Keras makes a Model subclass called with ``(inputs, outputs)`` a Functional
+    subclass during its first construction; every later construction goes
+    through ``Functional.__new__(cls, *args, **kwargs)``, which calls
+    ``Model.__new__`` with the class alone. Its arguments are then those of
+    that caller.
+    """
+    if caller is not None and caller.f_code is _FUNCTIONAL_NEW:
+        found_args, found_kwargs = caller.f_locals.get("args"), caller.f_locals.get("kwargs")
+        if isinstance(found_args, tuple) and isinstance(found_kwargs, dict):
+            return found_args, found_kwargs
+    return args, kwargs
+
+
+_FUNCTIONAL_NEW = Functional.__new__.__code__
