@@ -152,9 +152,10 @@ def vet_config(config: Any, custom_objects: dict[str, Any]) -> None:
     for ref in configs.object_refs(config):
         resolved = resolve_like_keras(ref, custom_objects)
         if isinstance(resolved, type):
-            for cls, runs in refused_layers.items():
-                if issubclass(resolved, cls):
-                    _refuse_layer(ref, resolved, cls, runs)
+            matches = [cls for cls in refused_layers if issubclass(resolved, cls)]
+            if matches:
+                closest = max(matches, key=lambda cls: len(cls.__mro__))  # FlaxLayer, not its base JaxLayer
+                _refuse_layer(ref, resolved, closest, refused_layers[closest])
         elif isinstance(resolved, types.FunctionType) and package_of(resolved.__module__) in KERAS_PACKAGES:
             if not vouched_function(resolved):
                 what = f"Keras function {_qualified(resolved)}"

@@ -496,7 +496,8 @@ def test_structural_damage_is_refused_before_decoding(model, nothing_decoded):
             {**body, "variables": [("w", "O", (3,), b"\0" * 24), *body["variables"][1:]]},
             "Refusing dtype",
         ),
-        "config": (header, {**body, "config": "[" * 100_000}, "not valid JSON"),
+        "config": (header, {**body, "config": "[" * 100_000}, "MAX_CONFIG_DEPTH"),
+        "config text": (header, {**body, "config": "{]"}, "not valid JSON"),
     }
     for name, (forged_header, forged_body, message) in cases.items():
         error = loads_within(pickle.dumps(Forged(forged_header, forged_body), protocol=5))
