@@ -20,7 +20,7 @@ from .errors import StateMismatchError
 
 def _rebuild_twin(obj: Any) -> Any:
     config = _rebuild.config_of(obj)
-    custom_objects = _custom_objects.collect(config, [obj])
+    custom_objects = _custom_objects.collect(config, obj)
     return _rebuild.from_config(
         _rebuild.config_to_json(config, obj),
         custom_objects,

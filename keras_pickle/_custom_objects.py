@@ -16,6 +16,7 @@ from typing import Any
 import keras
 from keras.src.api_export import get_symbol_from_name
 
+from ._census import Census, census_of
 from ._options import load_options
 from ._pickling_context import cloudpickle_is_pickling
 from ._reader.allowlist import refusal
@@ -79,16 +80,17 @@ def lookup_keys(ref: dict) -> set[str]:
     return keys
 
 
-def collect(config: dict, live_roots: list[Any]) -> dict[str, Any]:
+def collect(config: dict, live: Any) -> dict[str, Any]:
     """Map every custom-object lookup key in ``config`` to its object.
 
-    ``live_roots`` are the objects the config was produced from; classes and
-    functions found on them resolve names that no module exposes (classes
-    defined inside functions, for example).
+    ``live``: the object the config was produced from, or its
+    :class:`~keras_pickle._census.Census`; classes and functions found on its
+    layers resolve names that no module exposes (classes defined inside
+    functions, for example). Read only when a name is found nowhere else.
 
     Raises :class:`CustomObjectError` naming an object that cannot be found.
     """
-    live: dict[str, list[Any]] | None = None
+    index: dict[str, list[Any]] | None = None
     found: dict[str, Any] = {}
     for ref in configs.object_refs(config):
         if is_keras_builtin(ref):
@@ -98,9 +100,9 @@ def collect(config: dict, live_roots: list[Any]) -> dict[str, Any]:
             continue
         obj = _from_registry(ref) or _from_module(ref)
         if obj is None:
-            if live is None:
-                live = _live_index(live_roots)
-            obj = _from_live(ref, live)
+            if index is None:
+                index = _live_index(census_of(live))
+            obj = _from_live(ref, index)
         if obj is None:
             name, module = ref_name(ref), ref.get("module")
             raise CustomObjectError(
@@ -146,8 +148,8 @@ def _from_live(ref: dict, live: dict[str, list[Any]]) -> Any:
     return None
 
 
-def _live_index(roots: list[Any]) -> dict[str, list[Any]]:
-    """Classes and functions reachable from ``roots``, indexed by name."""
+def _live_index(census: Census) -> dict[str, list[Any]]:
+    """Classes and functions reachable from the census's layers, indexed by name."""
     index: dict[str, list[Any]] = {}
     seen: set[int] = set()
 
@@ -173,13 +175,11 @@ def _live_index(roots: list[Any]) -> dict[str, list[Any]]:
         for attr in getattr(value, "__dict__", {}).values():
             add(attr, depth + 1)
 
-    for root in roots:
-        layers = root._flatten_layers() if hasattr(root, "_flatten_layers") else [root]
-        for layer in layers:
-            add(layer, 0)
-        compile_config = getattr(root, "_compile_config", None)
-        if compile_config is not None:
-            add(getattr(compile_config, "config", None), 0)
+    for layer in census.layers:
+        add(layer, 0)
+    compile_config = getattr(census.root, "_compile_config", None)
+    if compile_config is not None:
+        add(getattr(compile_config, "config", None), 0)
     return index
 
 

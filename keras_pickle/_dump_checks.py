@@ -21,6 +21,7 @@ import keras
 from keras.src.models.functional import Functional
 
 from . import _construct, _records
+from ._census import census_of
 from .errors import KerasPicklingError, UnrecoverableConfigError
 
 # --------------------------------------------------------------------------
@@ -38,11 +39,7 @@ def check_constructor_recoverable(obj: Any) -> None:
     itself and, recursively, the layers a Functional / Sequential config lists.
     Sublayers created by a constructor are rebuilt by that constructor.
     """
-    stack = [obj]
-    while stack:
-        layer = stack.pop()
-        if isinstance(layer, (keras.Sequential, Functional)):
-            stack.extend(layer.layers)
+    for layer in census_of(obj).listed_layers():
         check_own_constructor(layer)
 
 
@@ -154,8 +151,7 @@ def check_lambdas_self_contained(obj: Any) -> None:
     ``NameError: name 'ops' is not defined``. Builtins are fine; so is a named
     module-level function (Keras stores it by name).
     """
-    layers = obj._flatten_layers(include_self=True, recursive=True) if hasattr(obj, "_flatten_layers") else [obj]
-    for layer in layers:
+    for layer in census_of(obj).layers:
         function = getattr(layer, "function", None) if isinstance(layer, keras.layers.Lambda) else None
         if not (isinstance(function, types.LambdaType) and function.__name__ == "<lambda>"):
             continue

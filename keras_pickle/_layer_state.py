@@ -25,6 +25,7 @@ import keras
 import numpy as np
 
 from . import _backend, _names
+from ._census import census_of
 from .errors import StateMismatchError
 
 
@@ -47,12 +48,9 @@ def flat_layers(obj: Any) -> list:
 
 
 def capture(obj: Any) -> list[LayerState]:
-    """The state of every layer of ``obj`` that keeps any outside its variables."""
-    hooked = [layer for layer in flat_layers(obj) if _has_custom_hooks(layer)]
-    if not hooked:
-        return []
-    places = _names.layer_places(obj)
-    return [_capture_layer(places.get(id(layer), ""), layer) for layer in hooked]
+    """The state of every layer of ``obj`` (or of its census) that keeps any outside its variables."""
+    census = census_of(obj)
+    return [_capture_layer(census.place_of(layer), layer) for layer in census.layers if _has_custom_hooks(layer)]
 
 
 def apply(obj: Any, states: list[LayerState], describe: str, assign: Any) -> None:

@@ -24,6 +24,8 @@ position where the keys do not pair one to one (see ``_state``).
 
 from __future__ import annotations
 
+import collections
+import dataclasses
 import functools
 import re
 from typing import Any
@@ -53,8 +55,12 @@ def variable_keys(obj: Any) -> list[str]:
     (one rebuilt from the other's config) get equal keys in any process.
     Keys need not be unique: two variables may share a name.
     """
-    owned = _owned_variable_keys(obj)
-    return [owned.get(id(v)) or _normalized_path(v) for v in obj.variables]
+    return keys_of(list(obj.variables), survey(obj).owned_keys)
+
+
+def keys_of(variables: list, owned_keys: dict[int, str]) -> list[str]:
+    """:func:`variable_keys` of ``variables`` given the keys of the variables layers own (:class:`Survey`)."""
+    return [owned_keys.get(id(v)) or _normalized_path(v) for v in variables]
 
 
 def optimizer_variable_keys(optimizer: Any, references: list[tuple[Any, str]]) -> list[str]:
@@ -86,37 +92,67 @@ def _slot_key(name: str, by_prefix: dict[str, str]) -> str | None:
     return None
 
 
-def _owned_variable_keys(root: Any) -> dict[int, str]:
-    """``id(variable) -> key`` for every variable a layer of ``root`` owns.
+@dataclasses.dataclass(frozen=True)
+class Survey:
+    """What one walk over a model's layers tells (:func:`survey`).
 
-    Walks the layers as ``Layer.variables`` does (own weights, seed
-    generators, then sublayers), so that a variable two layers hold is keyed
-    by the layer ``Layer.variables`` reaches first.
+    ``layers``: ``root`` and every layer in it, each once, in the order of Keras's
+    ``root._flatten_layers()`` (format versions 1 and 2 number layers by it).
+    ``places``: ``id(layer) -> place``, the path of :func:`variable_keys` without the variable
+    (``block/dense``; ``root`` itself is ``""``), unique (a place two layers would share gets
+    ``#2``, ``#3``... in walk order). ``listed``: ``id()`` of the layers a config rebuilds
+    (``root`` and, recursively, the layers a Sequential or Functional config lists).
+    ``owned_keys``: ``id(variable) -> key`` for every variable a layer owns, keyed by the layer
+    ``Layer.variables`` reaches first (own weights, seed generators, then sublayers).
     """
-    keys: dict[int, str] = {}
-    for layer, prefix in _walk_layers(root):
-        own = list(getattr(layer, "_trainable_variables", ())) + list(getattr(layer, "_non_trainable_variables", ()))
-        own += [generator.state for generator in getattr(layer, "_seed_generators", ())]
-        for v in own:
-            keys.setdefault(id(v), prefix + _normalized(str(v.name), type(v)))
-    return keys
+
+    layers: list
+    places: dict[int, str]
+    listed: frozenset[int]
+    owned_keys: dict[int, str]
 
 
-def layer_places(root: Any) -> dict[int, str]:
-    """``id(layer) -> place`` for ``root`` and every layer in it: the path of :func:`variable_keys`
-    without the variable (``block/dense``; ``root`` itself is ``""``). Places are unique: a place
-    two layers would share gets ``#2``, ``#3``... in the order of the walk."""
-    places: dict[int, str] = {}
+def survey(root: Any) -> Survey:
+    """One walk over ``root``'s layers: everything :class:`Survey` holds."""
+    places, listed, owned = {}, set(), {}
+    children: dict[int, list] = {}
     taken: dict[str, int] = {}
-    for layer, prefix in _walk_layers(root):
+    for layer, prefix, is_listed in _walk_layers(root):
+        children[id(layer)] = list(getattr(layer, "_layers", ()))
         place = prefix.rstrip("/")
         count = taken[place] = taken.get(place, 0) + 1
         places[id(layer)] = place if count == 1 else f"{place}#{count}"
-    return places
+        if is_listed:
+            listed.add(id(layer))
+        own = list(getattr(layer, "_trainable_variables", ())) + list(getattr(layer, "_non_trainable_variables", ()))
+        own += [generator.state for generator in getattr(layer, "_seed_generators", ())]
+        for v in own:
+            owned.setdefault(id(v), prefix + _normalized(str(v.name), type(v)))
+    return Survey(layers=_flatten_order(root, children), places=places, listed=frozenset(listed), owned_keys=owned)
+
+
+def _flatten_order(root: Any, children: dict[int, list]) -> list:
+    """``root._flatten_layers()``, from the sublayer lists the walk recorded: ``root``, then a deque
+    of its sublayers, each layer's own pushed to the deque's front (``extendleft``, so reversed)."""
+    order, seen = [root], set()
+    pending = collections.deque(children.get(id(root), ()))
+    while pending:
+        layer = pending.popleft()
+        if id(layer) in seen:
+            continue
+        seen.add(id(layer))
+        order.append(layer)
+        pending.extendleft(children.get(id(layer), ()))
+    return order
+
+
+def layer_places(root: Any) -> dict[int, str]:
+    """``id(layer) -> place`` for ``root`` and every layer in it (:attr:`Survey.places`)."""
+    return survey(root).places
 
 
 def _walk_layers(root: Any):
-    """``(layer, prefix)`` for ``root`` and each layer in it, depth first, each once."""
+    """``(layer, prefix, listed)`` for ``root`` and each layer in it, depth first, each once."""
     seen: set[int] = set()
     stack = [(root, "", True)]
     while stack:
@@ -124,7 +160,7 @@ def _walk_layers(root: Any):
         if id(layer) in seen:
             continue
         seen.add(id(layer))
-        yield layer, prefix
+        yield layer, prefix, listed
         sublayers = getattr(layer, "_layers", ())
         if not sublayers:
             continue

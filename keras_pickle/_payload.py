@@ -9,6 +9,7 @@ from typing import Any
 import keras
 
 from . import _backend, _compile, _construct, _custom_objects, _dump_checks, _rebuild, _records, _state
+from ._census import Census
 from ._layer_state import LayerState
 from ._options import dump_options
 from ._rebuild import Blueprint
@@ -39,12 +40,13 @@ def snapshot(layer: Any) -> Blueprint:
     One definition for both paths, so that an in-process copy carries exactly what a pickle carries.
     """
     _backend.sync_training_state(layer)
-    checked = checked_config(layer)
+    census = Census(layer)
+    checked = checked_config(layer, census)
     compiled = checked.compiled
     return Blueprint(
         config_json=checked.config_json,
         custom_objects=checked.custom_objects,
-        state=_state.capture(layer, skip=_construct.argument_variables(checked.constructed), held=compiled.held),
+        state=_state.capture(census, skip=_construct.argument_variables(checked.constructed), held=compiled.held),
         dtype_policy=_rebuild.policy_json(layer),
         constructed=checked.constructed,
         compile_call=compiled.call,
@@ -52,21 +54,23 @@ def snapshot(layer: Any) -> Blueprint:
     )
 
 
-def checked_config(layer: Any) -> CheckedConfig:
+def checked_config(layer: Any, census: Census | None = None) -> CheckedConfig:
     """The layer's config as JSON, the custom objects it names and the recorded constructor calls it
     stands for, after every dump-time check.
 
     Everything :func:`snapshot` does but reading the variables: ``check()`` runs exactly this.
+    ``census``: the layer's, if the caller took one.
     """
-    _dump_checks.check_constructor_recoverable(layer)
-    _dump_checks.check_lambdas_self_contained(layer)
+    census = census or Census(layer)
+    _dump_checks.check_constructor_recoverable(census)
+    _dump_checks.check_lambdas_self_contained(census)
     with _records.collecting_constructed() as collected:
         config = _serialize(layer)
     constructed = _construct.of(collected.objects)
     compiled = _compile.capture(layer, _optimizer_config_json)  # refuses a compile() it could not replay
-    custom_objects = _custom_objects.collect(config, [layer])
+    custom_objects = _custom_objects.collect(config, census)
     for object_json in [*(held[2] for held in compiled.held), *compiled.marked.values()]:
-        custom_objects.update(_custom_objects.collect(json.loads(object_json), [layer]))
+        custom_objects.update(_custom_objects.collect(json.loads(object_json), census))
     return CheckedConfig(_rebuild.config_to_json(config, layer), custom_objects, constructed, compiled)
 
 
@@ -109,7 +113,7 @@ def config_payload(obj: Any, kind: str) -> tuple[dict, dict]:
     config = _serialize(obj)
     body = {
         "config": _rebuild.config_to_json(config, obj),
-        "custom_objects": _custom_objects.portable_mapping(_custom_objects.collect(config, [obj])),
+        "custom_objects": _custom_objects.portable_mapping(_custom_objects.collect(config, obj)),
     }
     header = _header(obj, kind, body)
     return header, body

@@ -37,6 +37,7 @@ import keras
 import numpy as np
 
 from . import _backend, _convert, _deferred, _layer_state, _names
+from ._census import census_of
 from ._layer_state import LayerState
 from .errors import StateMismatchError
 
@@ -70,15 +71,17 @@ class CapturedState:
 def capture(obj: Any, *, skip: set[int] = frozenset(), held: list[tuple[Any, str, str]] = ()) -> CapturedState:
     """Every piece of ``obj``'s state, as numpy snapshots: training or assigning ``obj`` later never changes them.
 
+    ``obj``: a layer or model, or its :class:`~keras_pickle._census.Census` (read, never walked again).
+
     ``skip``: ``id()`` of variables that travel elsewhere (those of layers given
     to a recorded constructor, :mod:`keras_pickle._construct`). ``held``:
     ``(optimizer, path, config_json)`` of the optimizers the model holds besides
     ``model.optimizer``.
     """
     read = _backend.to_numpy
-    variables = list(obj.variables)
-    keys = _names.variable_keys(obj)
-    references = list(zip(variables, keys))
+    census = census_of(obj)
+    obj = census.root
+    references = census.references
     optimizer = _optimizer_of(obj)
     optimizer_variables = []
     if optimizer is not None:
@@ -87,23 +90,23 @@ def capture(obj: Any, *, skip: set[int] = frozenset(), held: list[tuple[Any, str
     return CapturedState(
         variables=[(key, read(v)) for v, key in references if id(v) not in skip],
         optimizer_variables=optimizer_variables,
-        layer_states=_layer_state.capture(obj),
+        layer_states=_layer_state.capture(census),
         optimizer_built=bool(getattr(optimizer, "built", False)),
-        metric_variables=[(key, read(v)) for key, v in _metric_variables(obj)],
+        metric_variables=[(key, read(v)) for key, v in _metric_variables(census)],
         held_optimizers=[_capture_held(part, path, config, references) for part, path, config in held],
     )
 
 
 def _metric_variables(obj: Any) -> list[tuple[str, Any]]:
-    """``(key, variable)`` of every metric a layer of ``obj`` holds as an attribute (Keras tracks them
-    in ``_metrics``; a compiled model's compile metrics and loss tracker are not among them)."""
-    holders = [layer for layer in _layer_state.flat_layers(obj) if getattr(layer, "_metrics", None)]
-    if not holders:
-        return []
-    places = _names.layer_places(obj)
+    """``(key, variable)`` of every metric a layer of ``obj`` (or of its census) holds as an attribute
+    (Keras tracks them in ``_metrics``; a compiled model's compile metrics and loss tracker are not
+    among them)."""
+    census = census_of(obj)
     found = []
-    for layer in holders:
-        prefix = places.get(id(layer), "")
+    for layer in census.layers:
+        if not getattr(layer, "_metrics", None):
+            continue
+        prefix = census.place_of(layer)
         for metric in getattr(layer, "_metrics", ()):
             for v in metric.variables:
                 found.append((f"{prefix}/{metric.name}/{v.name}".lstrip("/"), v))

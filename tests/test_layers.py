@@ -39,6 +39,7 @@ LAYERS = {
     "keras_pickle._state": MIDDLE,
     "keras_pickle._custom_objects": MIDDLE,
     "keras_pickle._safe_policy": MIDDLE,
+    "keras_pickle._census": MIDDLE,
     "keras_pickle._rebuild": MIDDLE,
     "keras_pickle._deferred": MIDDLE,
     "keras_pickle._payload": MIDDLE,
