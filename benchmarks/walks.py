@@ -31,7 +31,6 @@ import keras_pickle  # noqa: E402
 WALKERS = [
     ("keras_pickle._names", "_walk_layers"),
     ("keras_pickle._custom_objects", "_live_index"),
-    ("keras_pickle._layer_state", "flat_layers"),
 ]
 """keras_pickle's functions that walk a model's layers themselves (those that exist are counted)."""
 

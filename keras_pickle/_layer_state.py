@@ -6,7 +6,7 @@
 * A stateful RNN's carried ``states`` (Keras variables that
   ``model.variables`` leaves out).
 
-Each piece is keyed by the layer's place (:func:`keras_pickle._names.layer_places`:
+Each piece is keyed by the layer's place (:attr:`keras_pickle._names.Survey.places`:
 ``preprocessor/tokenizer``), so that a layer the original created late (a
 KerasHub preprocessor builds its packer on first use) shifts nothing; a
 piece with no layer at its place in the rebuilt object is an error that
@@ -24,7 +24,7 @@ from typing import Any
 import keras
 import numpy as np
 
-from . import _backend, _names
+from . import _backend
 from ._census import census_of
 from .errors import StateMismatchError
 
@@ -41,12 +41,6 @@ class LayerState:
 STATES_PREFIX = "keras_pickle:states/"
 
 
-def flat_layers(obj: Any) -> list:
-    if hasattr(obj, "_flatten_layers"):
-        return list(obj._flatten_layers(include_self=True, recursive=True))
-    return [obj]
-
-
 def capture(obj: Any) -> list[LayerState]:
     """The state of every layer of ``obj`` (or of its census) that keeps any outside its variables."""
     census = census_of(obj)
@@ -54,14 +48,15 @@ def capture(obj: Any) -> list[LayerState]:
 
 
 def apply(obj: Any, states: list[LayerState], describe: str, assign: Any) -> None:
-    """Load ``states`` into the layers of ``obj`` (freshly rebuilt), found by place (or index).
+    """Load ``states`` into the layers of ``obj`` (freshly rebuilt, or its census), found by place (or index).
 
     ``assign(targets, values, owner=...)`` assigns carried RNN states. A
     preprocessing layer that got no state derives what Keras's loader lets
     it derive (:func:`_reload_own_variables`).
     """
-    layers = flat_layers(obj)
-    by_place = {place: layer for layer, place in zip(layers, _places_in_order(obj, layers))}
+    census = census_of(obj)
+    layers = census.layers
+    by_place = {census.places.get(id(layer), f"#layer{index}"): layer for index, layer in enumerate(layers)}
     loaded: set[int] = set()
     for state in states:
         layer = _find(state.place, layers, by_place, describe)
@@ -70,11 +65,6 @@ def apply(obj: Any, states: list[LayerState], describe: str, assign: Any) -> Non
     for layer in layers:
         if id(layer) not in loaded and _derives_state_on_load(layer):
             _reload_own_variables(layer)
-
-
-def _places_in_order(obj: Any, layers: list) -> list[str]:
-    places = _names.layer_places(obj)
-    return [places.get(id(layer), f"#layer{index}") for index, layer in enumerate(layers)]
 
 
 def _find(place: str | int, layers: list, by_place: dict[str, Any], describe: str) -> Any:

@@ -146,11 +146,6 @@ def _flatten_order(root: Any, children: dict[int, list]) -> list:
     return order
 
 
-def layer_places(root: Any) -> dict[int, str]:
-    """``id(layer) -> place`` for ``root`` and every layer in it (:attr:`Survey.places`)."""
-    return survey(root).places
-
-
 def _walk_layers(root: Any):
     """``(layer, prefix, listed)`` for ``root`` and each layer in it, depth first, each once."""
     seen: set[int] = set()

@@ -12,6 +12,7 @@ from keras.src.backend.common import global_state
 from keras.src.saving import serialization_lib
 
 from . import _compile, _construct, _convert, _deferred, _graph, _names, _records, _state
+from ._census import Census
 from ._wire import configs
 from .errors import KerasPickleError, KerasPicklingError, KerasUnpicklingError, LambdaLayerError, UnsafePayloadError
 
@@ -154,7 +155,8 @@ def _rebuild_with_state(blueprint: Blueprint, *, safe_mode: bool) -> Any:
             raise
         except Exception:
             continue
-        if not wire or _state.fits(obj, state, skip=_construct.argument_variables(constructed)):
+        census = Census(obj)
+        if not wire or _state.fits(census, state, skip=skip):
             break
     else:
         obj = from_config(
@@ -165,7 +167,8 @@ def _rebuild_with_state(blueprint: Blueprint, *, safe_mode: bool) -> Any:
             compile=False,
         )
         deferred = []
-    _state.apply_to_layers(obj, state, skip=skip)
+        census = Census(obj)
+    _state.apply_to_layers(census, state, skip=skip)
     _deferred.initialize_leftovers(deferred)
     compile_config = json.loads(blueprint.config_json).get("compile_config")
     if compile_config or blueprint.compile_call is not None:
@@ -178,9 +181,10 @@ def _rebuild_with_state(blueprint: Blueprint, *, safe_mode: bool) -> Any:
                 blueprint.custom_objects,
                 state.backend,
             )
-    _state.apply_to_optimizer(obj, state)
-    _state.apply_to_held_optimizers(obj, state, _records.resolve_part)
-    _state.apply_to_metrics(obj, state)
+    # Compiling adds no layer nor model variable: the census still describes the model.
+    _state.apply_to_optimizer(census, state)
+    _state.apply_to_held_optimizers(census, state, _records.resolve_part)
+    _state.apply_to_metrics(census, state)
     return obj
 
 

@@ -135,8 +135,12 @@ def _capture_held(optimizer: Any, path: str, config_json: str, references: list[
 
 
 def fits(obj: Any, state: CapturedState, *, skip: set[int] = frozenset()) -> bool:
-    """Whether ``obj``'s variables pair with the payload's one to one, with the same shapes."""
-    pairs = [(v, key) for v, key in zip(obj.variables, _names.variable_keys(obj)) if id(v) not in skip]
+    """Whether ``obj``'s variables pair with the payload's one to one, with the same shapes.
+
+    Here and in the ``apply_to_*`` functions, ``obj`` is the rebuilt object or its census
+    (:class:`~keras_pickle._census.Census`), which they read instead of walking the model again.
+    """
+    pairs = [(v, key) for v, key in census_of(obj).references if id(v) not in skip]
     if len(pairs) != len(state.variables):
         return False
     targets = in_saved_order([v for v, _ in pairs], [key for _, key in pairs], state.variables)
@@ -150,14 +154,16 @@ def apply_to_layers(obj: Any, state: CapturedState, *, skip: set[int] = frozense
     Optimizer and metric state is loaded separately (:func:`apply_to_optimizer`,
     :func:`apply_to_held_optimizers`, :func:`apply_to_metrics`), after the model is compiled.
     """
-    pairs = [(v, key) for v, key in zip(obj.variables, _names.variable_keys(obj)) if id(v) not in skip]
+    census = census_of(obj)
+    obj = census.root
+    pairs = [(v, key) for v, key in census.references if id(v) not in skip]
     targets = in_saved_order([v for v, _ in pairs], [key for _, key in pairs], state.variables)
     assign_in_order(targets, state.variables, owner=_describe(obj), written_backend=state.backend)
 
     def assign_carried(targets: list, values: list, *, owner: str) -> None:
         assign_in_order(targets, values, owner=owner)
 
-    _layer_state.apply(obj, state.layer_states, _describe(obj), assign_carried)
+    _layer_state.apply(census, state.layer_states, _describe(obj), assign_carried)
 
 
 def apply_to_metrics(obj: Any, state: CapturedState) -> None:
@@ -165,7 +171,9 @@ def apply_to_metrics(obj: Any, state: CapturedState) -> None:
     (a custom ``compile()`` that makes its trackers)."""
     if not state.metric_variables:
         return
-    pairs = _metric_variables(obj)
+    census = census_of(obj)
+    obj = census.root
+    pairs = _metric_variables(census)
     targets = in_saved_order([v for _, v in pairs], [key for key, _ in pairs], state.metric_variables)
     owner = f"the metrics held by {_describe(obj)}"
     assign_in_order(targets, state.metric_variables, owner=owner, written_backend=state.backend)
@@ -175,8 +183,8 @@ def apply_to_held_optimizers(obj: Any, state: CapturedState, resolve: Any) -> No
     """Build each held optimizer of the rebuilt model (found by ``resolve(obj, path)``) and load its state."""
     if not state.held_optimizers:
         return
-    variables = list(obj.variables)
-    references = list(zip(variables, _names.variable_keys(obj)))
+    census = census_of(obj)
+    obj, variables, references = census.root, census.variables, census.references
     for held in state.held_optimizers:
         optimizer = resolve(obj, held.path)
         if not isinstance(optimizer, keras.optimizers.Optimizer):
@@ -202,6 +210,8 @@ def apply_to_held_optimizers(obj: Any, state: CapturedState, resolve: Any) -> No
 def apply_to_optimizer(obj: Any, state: CapturedState) -> None:
     if not state.optimizer_variables:
         return
+    census = census_of(obj)
+    obj = census.root
     optimizer = _optimizer_of(obj)
     if optimizer is None:
         raise StateMismatchError(
@@ -219,8 +229,7 @@ def apply_to_optimizer(obj: Any, state: CapturedState) -> None:
         # initial values the first training step would give them.
         targets = _unbuilt_counterparts(optimizer, len(state.optimizer_variables))
     else:
-        references = list(zip(obj.variables, _names.variable_keys(obj)))
-        keys = _names.optimizer_variable_keys(optimizer, references)
+        keys = _names.optimizer_variable_keys(optimizer, census.references)
         targets = in_saved_order(targets, keys, state.optimizer_variables)
     owner = f"optimizer of {_describe(obj)}"
     assign_in_order(targets, state.optimizer_variables, owner=owner, written_backend=state.backend)
