@@ -171,8 +171,8 @@ def print_phases(phases: list[dict]) -> None:
             for r in phases
         ],
         (
-            "each phase called on its own (keras_pickle._rebuild.config_of, _custom_objects.collect, "
-            "_state.capture, pickle.dumps of the payload _payload.layer_payload built), best of N",
+            "each phase called on its own (keras_pickle._capture.config.config_of, custom_objects.collect, "
+            "state.capture, pickle.dumps of the payload payload.layer_payload built), best of N",
             "other = total - the four phases: dump-time checks, compile capture, config JSON, array encoding, header",
             "Keras serialize = json.dumps(keras.saving.serialize_keras_object(model)), the out-of-band floor",
         ),

@@ -27,9 +27,9 @@ checked the same way and a difference is noted, not fatal.
    * out of band: the config JSON alone (the buffers are handed out as is).
 
    Goal: keras_pickle <= 1.3x the floor. With it, a per-phase profile of
-   keras_pickle's out-of-band dumps: ``_rebuild.config_of`` (config
+   keras_pickle's out-of-band dumps: ``_config.config_of`` (config
    serialization), ``_custom_objects.collect`` (custom objects),
-   ``_state.capture`` (state), pickling the payload those make, and the rest
+   ``_capture_state.capture`` (state), pickling the payload those make, and the rest
    (total minus the four); each phase called on its own.
 
 2. **Loads and deepcopy vs the floor** (ResNet50, MobileNetV3Small,
@@ -129,7 +129,10 @@ from _bench_models import LOADS_IN_A_ROW, PLANS, build, dense100mb, describe, nb
 from _bench_report import draw_chart, evaluate_goals, mb, print_all, print_goals  # noqa: E402
 
 import keras_pickle  # noqa: E402
-from keras_pickle import _custom_objects, _payload, _rebuild, _state  # noqa: E402
+from keras_pickle._capture import config as _config  # noqa: E402
+from keras_pickle._capture import custom_objects as _custom_objects  # noqa: E402
+from keras_pickle._capture import payload as _capture_payload  # noqa: E402
+from keras_pickle._capture import state as _capture_state  # noqa: E402
 
 DOCS = HERE.parent / "docs"
 SMALL_MODELS = {"mlp3"}  # milliseconds per run: best of 10 x --repeat
@@ -223,14 +226,14 @@ def dumps_phases(subject: Subject, repeat: int) -> dict:
     """keras_pickle's out-of-band dumps and its phases, each called on its own (installed)."""
     model = subject.model
     set_installed(True)
-    config = _rebuild.config_of(model)
-    payload = _payload.layer_payload(model, 5)  # (header, body): what __reduce_ex__ hands pickle
+    config = _config.config_of(model)
+    payload = _capture_payload.layer_payload(model, 5)  # (header, body): what __reduce_ex__ hands pickle
     times = race(
         [
             Contender("total", True, lambda: dumps(model), check=lambda payload: check_payload(KP, payload)),
-            Contender("config_of", True, lambda: _rebuild.config_of(model)),
+            Contender("config_of", True, lambda: _config.config_of(model)),
             Contender("custom objects", True, lambda: _custom_objects.collect(config, [model])),
-            Contender("state capture", True, lambda: _state.capture(model)),
+            Contender("state capture", True, lambda: _capture_state.capture(model)),
             Contender("pickle payload", True, lambda: pickle.dumps(payload, protocol=5, buffer_callback=[].append)),
             Contender("keras serialize", False, lambda: keras_config_json(model)),
         ],

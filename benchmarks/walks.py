@@ -29,8 +29,8 @@ from keras.src.layers.layer import Layer  # noqa: E402
 import keras_pickle  # noqa: E402
 
 WALKERS = [
-    ("keras_pickle._names", "_walk_layers"),
-    ("keras_pickle._custom_objects", "_live_index"),
+    ("keras_pickle._keras3.names", "_walk_layers"),
+    ("keras_pickle._capture.custom_objects", "_live_index"),
 ]
 """keras_pickle's functions that walk a model's layers themselves (those that exist are counted)."""
 

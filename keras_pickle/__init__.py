@@ -45,14 +45,14 @@ if TYPE_CHECKING:
     from ._api import loads as loads
     from ._check import CheckReport as CheckReport
     from ._check import check as check
-    from ._install import install as install
-    from ._install import is_installed as is_installed
-    from ._install import uninstall as uninstall
-    from ._mixins import CallbackPickleMixin as CallbackPickleMixin
-    from ._mixins import LayerPickleMixin as LayerPickleMixin
-    from ._mixins import LossPickleMixin as LossPickleMixin
-    from ._mixins import MetricPickleMixin as MetricPickleMixin
-    from ._mixins import OptimizerPickleMixin as OptimizerPickleMixin
+    from ._protocol.install import install as install
+    from ._protocol.install import is_installed as is_installed
+    from ._protocol.install import uninstall as uninstall
+    from ._protocol.mixins import CallbackPickleMixin as CallbackPickleMixin
+    from ._protocol.mixins import LayerPickleMixin as LayerPickleMixin
+    from ._protocol.mixins import LossPickleMixin as LossPickleMixin
+    from ._protocol.mixins import MetricPickleMixin as MetricPickleMixin
+    from ._protocol.mixins import OptimizerPickleMixin as OptimizerPickleMixin
 
 # Public name -> the module that defines it; each imports Keras.
 _KERAS_LEVEL = {
@@ -63,14 +63,14 @@ _KERAS_LEVEL = {
     "loads": "._api",
     "CheckReport": "._check",
     "check": "._check",
-    "install": "._install",
-    "is_installed": "._install",
-    "uninstall": "._install",
-    "CallbackPickleMixin": "._mixins",
-    "LayerPickleMixin": "._mixins",
-    "LossPickleMixin": "._mixins",
-    "MetricPickleMixin": "._mixins",
-    "OptimizerPickleMixin": "._mixins",
+    "install": "._protocol.install",
+    "is_installed": "._protocol.install",
+    "uninstall": "._protocol.install",
+    "CallbackPickleMixin": "._protocol.mixins",
+    "LayerPickleMixin": "._protocol.mixins",
+    "LossPickleMixin": "._protocol.mixins",
+    "MetricPickleMixin": "._protocol.mixins",
+    "OptimizerPickleMixin": "._protocol.mixins",
 }
 
 

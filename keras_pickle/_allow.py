@@ -7,6 +7,6 @@ only publishes the reconstructors and imports :mod:`keras_pickle._install`, so
 that loading one installs keras_pickle. Never rename or remove it.
 """
 
-from . import _install  # noqa: F401  (registers install-on-first-load with the reconstructor)
-from ._opt_in import restore_callback as restore_callback
-from ._opt_in import restore_with_state as restore_with_state
+from ._protocol import install as _install  # noqa: F401  (registers install-on-first-load with the reconstructor)
+from ._protocol.opt_in import restore_callback as restore_callback
+from ._protocol.opt_in import restore_with_state as restore_with_state

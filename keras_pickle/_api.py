@@ -8,10 +8,11 @@ import pickle
 from collections.abc import Callable, Iterable, Iterator
 from typing import IO, Any
 
-from . import _allow, _format, _install, _options  # noqa: F401  (_allow, _format: see below)
+from . import _allow, _format, _options  # noqa: F401  (_allow, _format: see below)
+from ._protocol import install as _install
 from ._reader import safe
 from ._reader.prescan import check_lengths, describe_bytes, foreign_format, peek
-from ._safe_policy import globals_policy
+from ._rebuild.safe_policy import globals_policy
 from .errors import KerasPickleError, KerasPicklingError, NotAPayloadError, UnsafePayloadError
 
 # _allow and _format publish the reconstructors payloads name; safe mode resolves those from

@@ -1,15 +1,16 @@
 """``keras_pickle._format.restore``: the reconstructor's stable path, named by every payload.
 
 Thin on purpose. The wire format lives in :mod:`keras_pickle._wire`, the
-reconstructor in :mod:`keras_pickle._reconstruct`; this module publishes it
+reconstructor in :mod:`keras_pickle._protocol.reconstruct`; this module publishes it
 under the path that payloads written by every keras_pickle version name, and
-imports :mod:`keras_pickle._install` so that loading a payload installs
+imports :mod:`keras_pickle._protocol.install` so that loading a payload installs
 keras_pickle in the loading process (a worker then sends results back the
 same way). Never rename or remove it.
 """
 
-from . import _install  # noqa: F401  (registers install-on-first-load with the reconstructor)
-from ._custom_objects import registered as registered
-from ._reconstruct import part_of as part_of
-from ._reconstruct import restore as restore
+from ._protocol import install as _install  # noqa: F401  (registers install-on-first-load with the reconstructor)
+from ._protocol.reconstruct import part_of as part_of
+from ._protocol.reconstruct import restore as restore
+from ._rebuild.registered import defined_here as defined_here
+from ._rebuild.registered import registered as registered
 from ._wire.schema import FORMAT_VERSION as FORMAT_VERSION

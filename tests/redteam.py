@@ -19,7 +19,8 @@ import keras
 import numpy as np
 from keras.src.saving import serialization_lib
 
-from keras_pickle import _format, _payload
+from keras_pickle import _format
+from keras_pickle._capture import payload as _capture_payload
 from keras_pickle._wire.checksum import CHECKSUM_ALGORITHM, content_checksum
 
 
@@ -71,7 +72,7 @@ class _Restore:
 
 def payload_parts(model: Any, protocol: int = 2) -> tuple[dict, dict]:
     """A real model's header and body, as ``dumps`` writes them (copies the caller may edit)."""
-    header, body = _payload.layer_payload(model, protocol)
+    header, body = _capture_payload.layer_payload(model, protocol)
     return dict(header), dict(body)
 
 

@@ -110,8 +110,8 @@ def test_models_with_custom_layers_are_fine_and_weights_are_not_serialized():
     model = zoo.trained(zoo.functional)
     feeder = Feeder(np.zeros((2, 2)), transform=model)
     with (
-        mock.patch("keras_pickle._payload.layer_payload", side_effect=AssertionError("serialized")),
-        mock.patch("keras_pickle._backend.to_numpy", side_effect=AssertionError("read weights")),
+        mock.patch("keras_pickle._capture.payload.layer_payload", side_effect=AssertionError("serialized")),
+        mock.patch("keras_pickle._keras3.backend.to_numpy", side_effect=AssertionError("read weights")),
     ):
         report = keras_pickle.check(feeder)
     assert report.ok, str(report)
@@ -321,8 +321,8 @@ def apply_model(inner):
 @contextlib.contextmanager
 def no_weights_read():
     with (
-        mock.patch("keras_pickle._payload.layer_payload", side_effect=AssertionError("serialized")),
-        mock.patch("keras_pickle._backend.to_numpy", side_effect=AssertionError("read weights")),
+        mock.patch("keras_pickle._capture.payload.layer_payload", side_effect=AssertionError("serialized")),
+        mock.patch("keras_pickle._keras3.backend.to_numpy", side_effect=AssertionError("read weights")),
     ):
         yield
 

@@ -18,7 +18,8 @@ import numpy as np
 import pytest
 from helpers import run_python
 
-from keras_pickle import _convert, _state
+from keras_pickle._keras3 import convert as _convert
+from keras_pickle._rebuild import state as _rebuild_state
 from keras_pickle.errors import BackendConversionError, StateMismatchError
 
 BACKENDS = ("tensorflow", "jax", "torch")
@@ -281,7 +282,8 @@ def _values(variable):
 
 def test_integers_from_another_backend_are_converted_by_value():
     iteration = _variable(0, "int64", name="iteration")
-    _state.assign_in_order([iteration], [("iteration", np.array(7, "int32"))], owner="test", written_backend="jax")
+    saved = [("iteration", np.array(7, "int32"))]
+    _rebuild_state.assign_in_order([iteration], saved, owner="test", written_backend="jax")
     assert _values(iteration) == 7
 
 
@@ -312,12 +314,13 @@ def test_a_seed_state_is_its_32_bits():
 def test_the_same_backend_converts_nothing():
     variable = _variable(0, "int64")
     with pytest.raises(StateMismatchError, match="dtype int32 in the payload but int64") as info:
-        _state.assign_in_order([variable], [("v", np.array(1, "int32"))], owner="test", written_backend="tensorflow")
+        saved = [("v", np.array(1, "int32"))]
+        _rebuild_state.assign_in_order([variable], saved, owner="test", written_backend="tensorflow")
     assert not isinstance(info.value, BackendConversionError)
     # Floats are never converted, whoever wrote them.
     weights = _variable([0.0, 0.0], "float32")
     with pytest.raises(StateMismatchError, match="dtype float64 in the payload but float32"):
-        _state.assign_in_order([weights], [("w", np.ones(2, "float64"))], owner="test", written_backend="jax")
+        _rebuild_state.assign_in_order([weights], [("w", np.ones(2, "float64"))], owner="test", written_backend="jax")
 
 
 def test_another_backends_optimizer_classes_are_named_by_their_public_class():

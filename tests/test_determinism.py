@@ -18,10 +18,10 @@ from helpers import REPO_DIR, TESTS_DIR, assert_same_state, run_python
 from keras.src.saving import serialization_lib
 
 import keras_pickle
-from keras_pickle import _names
 from keras_pickle._inspect.machine import evaluate
 from keras_pickle._inspect.opening import opened
 from keras_pickle._inspect.values import Global
+from keras_pickle._keras3 import names as _names
 
 NAMES = ["functional", "subclassed"]
 # Builders in zoo. Between them: a nested Sequential, auto-named sublayers, seed

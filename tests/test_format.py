@@ -248,9 +248,9 @@ def test_custom_object_that_cannot_be_found_fails_at_dump_time():
 
 
 def test_dtype_mismatch_is_reported_not_cast():
-    from keras_pickle import _state
+    from keras_pickle._rebuild import state as _rebuild_state
 
     variable = keras.Variable(np.zeros((2,), "float32"))
     with pytest.raises(keras_pickle.StateMismatchError, match="dtype float64 in the payload but float32"):
-        _state.assign_in_order([variable], [("v", np.ones((2,), "float64"))], owner="test")
+        _rebuild_state.assign_in_order([variable], [("v", np.ones((2,), "float64"))], owner="test")
     assert np.array_equal(keras.ops.convert_to_numpy(variable), np.zeros(2))

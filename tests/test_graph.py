@@ -12,7 +12,7 @@ import pytest
 import zoo
 from helpers import assert_same_state
 
-from keras_pickle import _graph
+from keras_pickle._keras3 import graph as _graph
 
 pytestmark = pytest.mark.backends  # tests/run_all.py runs this file on every backend
 
@@ -51,15 +51,15 @@ def test_nodes_come_from_recorded_specs_and_match_a_traced_rebuild(build, monkey
 
 def test_specs_that_do_not_fit_the_payload_fall_back_to_tracing(monkeypatch):
     """A graph whose wired variables disagree with the payload is rebuilt by tracing, and loads right."""
-    from keras_pickle import _state
+    from keras_pickle._rebuild import state as _rebuild_state
 
     model = masked_model()
     data = pickle.dumps(model)
     verdicts = []
-    original = _state.fits
-    monkeypatch.setattr(_state, "fits", lambda *a, **k: verdicts.append(False) or False)
+    original = _rebuild_state.fits
+    monkeypatch.setattr(_rebuild_state, "fits", lambda *a, **k: verdicts.append(False) or False)
     restored = pickle.loads(data)
     assert verdicts == [False]  # asked once, of the wired graph; the traced one is taken as it is
     assert_same_state(model, restored)
     assert node_specs(restored) == node_specs(model)
-    monkeypatch.setattr(_state, "fits", original)
+    monkeypatch.setattr(_rebuild_state, "fits", original)

@@ -95,7 +95,7 @@ def test_loading_a_payload_installs_unless_uninstalled_explicitly(monkeypatch):
     try:
         pickle.loads(data)
         assert not keras_pickle.is_installed(), "an explicit uninstall() must stick"
-        monkeypatch.setattr(keras_pickle._install, "_uninstalled_explicitly", False)
+        monkeypatch.setattr(keras_pickle._protocol.install, "_uninstalled_explicitly", False)
         pickle.loads(data)
         assert keras_pickle.is_installed()
     finally:

@@ -10,7 +10,8 @@ import pytest
 import zoo
 
 import keras_pickle
-from keras_pickle import _allow, _opt_in
+from keras_pickle import _allow
+from keras_pickle._protocol import opt_in as _opt_in
 
 
 @pytest.fixture(autouse=True)

@@ -256,8 +256,8 @@ ORDER_SCRIPT = """
     assert keras_pickle.is_installed()
     for cls in (keras.Model, keras.losses.Loss, keras.metrics.Metric, keras.optimizers.Optimizer):
         for name in ("__reduce__", "__reduce_ex__"):
-            assert getattr(cls, name).__module__ == "keras_pickle._mixins", (cls, name)
-    assert keras.Model.__deepcopy__.__module__ == "keras_pickle._mixins"
+            assert getattr(cls, name).__module__ == "keras_pickle._protocol.mixins", (cls, name)
+    assert keras.Model.__deepcopy__.__module__ == "keras_pickle._protocol.mixins"
 
     model = im.binary_classifier()
     x, y = im.classification_data()

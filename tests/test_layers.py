@@ -22,7 +22,7 @@ from helpers import REPO_DIR
 import keras_pickle
 
 PACKAGE_DIR = Path(keras_pickle.__file__).resolve().parent
-BOTTOM, MIDDLE, TOP = 0, 1, 2
+BOTTOM, KERAS, SIDES, TOP = 0, 1, 2, 3
 # Each module's layer, by name or by package prefix (a trailing dot).
 LAYERS = {
     # bottom: errors, the wire format, the restricted reader. No Keras, no backend.
@@ -31,33 +31,15 @@ LAYERS = {
     "keras_pickle._version": BOTTOM,
     "keras_pickle._wire.": BOTTOM,
     "keras_pickle._reader.": BOTTOM,
-    # middle: Keras objects to state, configs and payload bodies, and back.
-    "keras_pickle._options": MIDDLE,
-    "keras_pickle._backend": MIDDLE,
-    "keras_pickle._convert": MIDDLE,
-    "keras_pickle._names": MIDDLE,
-    "keras_pickle._state": MIDDLE,
-    "keras_pickle._custom_objects": MIDDLE,
-    "keras_pickle._safe_policy": MIDDLE,
-    "keras_pickle._census": MIDDLE,
-    "keras_pickle._rebuild": MIDDLE,
-    "keras_pickle._deferred": MIDDLE,
-    "keras_pickle._payload": MIDDLE,
-    "keras_pickle._records": MIDDLE,
-    "keras_pickle._signatures": MIDDLE,
-    "keras_pickle._graph": MIDDLE,
-    "keras_pickle._pickling_context": MIDDLE,
-    "keras_pickle._construct": MIDDLE,
-    "keras_pickle._compile": MIDDLE,
-    "keras_pickle._dump_checks": MIDDLE,
-    "keras_pickle._layer_state": MIDDLE,
-    # top: the reconstructor, mixins, install(), copies, allow=, integrations, check, inspect, CLI.
-    "keras_pickle._reconstruct": TOP,
-    "keras_pickle._mixins": TOP,
-    "keras_pickle._stream": TOP,
-    "keras_pickle._opt_in": TOP,
-    "keras_pickle._copy": TOP,
-    "keras_pickle._install": TOP,
+    # what one Keras dialect needs (Keras 3), and the per-call context both sides read.
+    "keras_pickle._keras3.": KERAS,
+    "keras_pickle._options": KERAS,
+    "keras_pickle._pickling_context": KERAS,
+    # the dump side and the load side.
+    "keras_pickle._capture.": SIDES,
+    "keras_pickle._rebuild.": SIDES,
+    # top: the protocol (reconstructor, mixins, copies, allow=, install()), integrations, check, inspect, CLI.
+    "keras_pickle._protocol.": TOP,
     "keras_pickle._format": TOP,
     "keras_pickle._allow": TOP,
     "keras_pickle._api": TOP,
@@ -188,12 +170,12 @@ def test_the_bottom_layer_and_the_tools_import_no_framework():
 def test_the_layer_check_catches_what_it_guards():
     # The checks above are only as good as the import reader: it must see a function-level
     # import, resolve a relative one, and find the reconstructor's dependency on the payload code.
-    seen = imports_of("keras_pickle._reconstruct")
-    assert ("keras_pickle._payload", False) in [(t, f) for t, f, _ in seen]
-    assert layer_of("keras_pickle._payload") == MIDDLE and layer_of("keras_pickle._wire.schema") == BOTTOM
+    seen = imports_of("keras_pickle._protocol.reconstruct")
+    assert ("keras_pickle._rebuild.payload", False) in [(t, f) for t, f, _ in seen]
+    assert layer_of("keras_pickle._rebuild.payload") == SIDES and layer_of("keras_pickle._wire.schema") == BOTTOM
     lazy = [(t, f) for t, f, _ in imports_of("keras_pickle.cli")]
     assert ("keras_pickle._check", True) in lazy and ("keras_pickle._inspect", False) in lazy
-    assert "keras_pickle._install" in internal_graph()["keras_pickle._format"]
+    assert "keras_pickle._protocol.install" in internal_graph()["keras_pickle._format"]
 
 
 def test_no_module_is_longer_than_a_sitting():

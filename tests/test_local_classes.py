@@ -10,6 +10,7 @@ import keras
 import numpy as np
 import pytest
 import zoo
+from helpers import run_python
 
 import keras_pickle
 
@@ -33,14 +34,35 @@ def model_of(layer_class) -> keras.Model:
     return keras.Sequential([keras.Input((zoo.FEATURES,)), layer_class(), keras.layers.Dense(1)])
 
 
-def test_an_unregistered_local_class_is_refused_by_plain_pickle_naming_it_and_the_remedies():
-    model = model_of(local_layer_class())
-    with pytest.raises(keras_pickle.KerasPicklingError) as info:
-        pickle.dumps(model)
-    message = str(info.value)
-    assert "local_layer_class.<locals>.Doubler" in message and "inside a function" in message
-    assert "register_keras_serializable" in message and "cloudpickle" in message
-    assert not keras_pickle.check(model).ok
+def test_an_unregistered_local_class_round_trips_in_its_process_as_it_does_without_keras_pickle():
+    # Keras's own pickling and scikeras register such a class in the process; keras_pickle names it
+    # for this process only, without touching Keras's registry.
+    cls = local_layer_class()
+    model = model_of(cls)
+    data = pickle.dumps(model)
+    assert cls not in keras.saving.get_custom_objects().values()
+    x = zoo.data()[0]
+    for restored in (pickle.loads(data), keras_pickle.loads(data)):
+        assert type(restored.layers[0]) is cls
+        assert np.array_equal(keras.ops.convert_to_numpy(restored(x)), keras.ops.convert_to_numpy(model(x)))
+    report = keras_pickle.check(model)
+    assert not report.ok and "defined inside a function" in str(report)
+
+
+def test_an_unregistered_local_class_is_a_clear_error_in_another_process(tmp_path):
+    data = pickle.dumps(model_of(local_layer_class()))
+    path = tmp_path / "model.pkl"
+    path.write_bytes(data)
+    code = f"""
+import pickle, keras_pickle
+try:
+    pickle.loads(open({str(path)!r}, "rb").read())
+except keras_pickle.KerasUnpicklingError as e:
+    print("ERROR", e)
+"""
+    output = run_python(code)
+    assert "ERROR" in output and "local_layer_class.<locals>.Doubler" in output
+    assert "loads in that process only" in output and "register_keras_serializable" in output
 
 
 def test_an_unregistered_local_class_travels_by_value_with_cloudpickle():

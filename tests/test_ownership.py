@@ -334,7 +334,8 @@ def test_a_loaded_model_trains_in_place_wherever_the_payload_bytes_sit(offset):
 def test_a_deferred_variable_takes_any_numpy_layout_as_its_value(array):
     """A loaded variable gets its value whatever the layout of the array read from the payload: byte
     order (a payload written on a machine of the other order), strides, or a dtype the fast path skips."""
-    from keras_pickle import _backend, _deferred
+    from keras_pickle._keras3 import backend as _backend
+    from keras_pickle._keras3 import deferred as _deferred
 
     with _deferred.deferred_variables() as created:
         variable = keras.Variable(

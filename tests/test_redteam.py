@@ -75,7 +75,7 @@ TRAVERSALS = [
     ("keras_pickle._reader.safe", "pickle._loads"),
     ("keras_pickle._reader.allowlist", "sys.modules"),
     ("keras_pickle._api", "pickle.loads"),
-    ("keras_pickle._custom_objects", "sys.modules"),
+    ("keras_pickle._capture.custom_objects", "sys.modules"),
     ("keras.src.saving.serialization_lib", "importlib.import_module"),
     ("keras.src.saving.serialization_lib", "global_state.set_global_attribute"),
     ("keras.src.utils.io_utils", "sys.stdout.write"),

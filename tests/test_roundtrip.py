@@ -85,14 +85,15 @@ def test_compiled_but_untrained_model_keeps_its_optimizer_unbuilt():
 
 def test_state_of_an_unbuilt_optimizer_goes_to_its_variables_in_a_built_one():
     """If the rebuilt optimizer is built anyway, the saved variables find their counterparts by name."""
-    from keras_pickle import _state
+    from keras_pickle._capture import state as _capture_state
+    from keras_pickle._rebuild import state as _rebuild_state
 
     model = untrained_with_loss_scaling()
-    state = _state.capture(model)
+    state = _capture_state.capture(model)
     twin = keras.models.clone_model(model)
     twin.compile(optimizer=keras.optimizers.LossScaleOptimizer(keras.optimizers.Adam(0.05)), loss="mse")
     twin.optimizer.build(twin.trainable_variables)
-    _state.apply_to_optimizer(twin, state)
+    _rebuild_state.apply_to_optimizer(twin, state)
     model.optimizer.build(model.trainable_variables)  # what the first training step does
     assert [keras.ops.convert_to_numpy(v).tolist() for v in twin.optimizer.variables] == [
         keras.ops.convert_to_numpy(v).tolist() for v in model.optimizer.variables

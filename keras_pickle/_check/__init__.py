@@ -31,7 +31,9 @@ from typing import Any
 import keras
 import numpy as np
 
-from .. import _install, _mixins, _opt_in
+from .._protocol import install as _install
+from .._protocol import mixins as _mixins
+from .._protocol import opt_in as _opt_in
 from ..errors import PickleRefusedError, UnrecoverableConfigError
 from . import layers
 from .report import CheckReport as CheckReport

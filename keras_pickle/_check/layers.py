@@ -10,8 +10,11 @@ from typing import Any
 import keras
 from keras.src.models.functional import Functional
 
-from .. import _custom_objects, _dump_checks, _payload, _records
-from ..errors import KerasPickleError, KerasPicklingError
+from .._capture import checks as _dump_checks
+from .._capture import custom_objects as _custom_objects
+from .._capture import payload as _capture_payload
+from .._keras3 import records as _records
+from ..errors import CustomObjectError, KerasPickleError, KerasPicklingError
 
 
 def lists_layers(layer: Any) -> bool:
@@ -22,18 +25,31 @@ def lists_layers(layer: Any) -> bool:
 def layer_failure(layer: Any) -> tuple[BaseException | None, dict]:
     """What pickling ``layer`` would raise (short of reading its weights), and its custom objects.
 
-    The same steps as pickling (:func:`_payload.checked_config`), without reading variables.
+    The same steps as pickling (:func:`_capture_payload.checked_config`), without reading variables.
     """
     try:
-        checked = _payload.checked_config(layer)
-        _custom_objects.portable_mapping(checked.custom_objects)
-        for entry in checked.constructed:
-            _custom_objects.portable(entry.cls, "the class")
+        checked = _capture_payload.checked_config(layer)
+        travelling = [*_custom_objects.portable_mapping(checked.custom_objects).values()]
+        travelling += [_custom_objects.portable(entry.cls) for entry in checked.constructed]
+        local = [ref for ref in travelling if isinstance(ref, _custom_objects.DefinedHere)]
+        if local:
+            return _loads_here_only(local[0]), checked.custom_objects
         return None, checked.custom_objects
     except KerasPickleError as e:
         return e, {}
     except Exception as e:
         return KerasPicklingError(f"Cannot pickle {type(layer).__name__}: {type(e).__name__}: {e}"), {}
+
+
+def _loads_here_only(ref: Any) -> CustomObjectError:
+    return CustomObjectError(
+        f"{ref.qualified_name} is defined inside a function and not registered with Keras: pickle carries it by a "
+        "name that resolves in this process only, so a copy loads here and nowhere else (a worker fails). Define "
+        "it at module level, register it with @keras.saving.register_keras_serializable() (it then travels by its "
+        "registered name), or send it with cloudpickle (loky, Dask and Ray do), which stores such a class by value.",
+        name=ref.qualified_name,
+        module=getattr(ref.target, "__module__", None),
+    )
 
 
 def own_constructor_failure(layer: Any) -> KerasPickleError | None:

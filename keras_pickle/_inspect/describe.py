@@ -14,7 +14,7 @@ from .._wire import checksum as wire_checksum
 from .._wire import configs
 from .._wire.arrays import wire_itemsize
 from .._wire.refs import InertReference, qualified_name
-from .._wire.schema import FORMAT_NAME, FORMAT_VERSION, REGISTERED
+from .._wire.schema import DEFINED_HERE, FORMAT_NAME, FORMAT_VERSION, REGISTERED
 from ..errors import KerasPickleError
 from . import verdict
 from .machine import Stream
@@ -103,6 +103,9 @@ def describe(stream: Stream, payload: Call, *, verify: bool, buffers: list | Non
                 custom_objects.append(f"{value.module}.{value.name}")
             elif _registered_name(value) is not None:
                 custom_objects.append(f"<registered with Keras as {short(_registered_name(value))}>")
+            elif _registered_name(value, DEFINED_HERE) is not None:
+                defined = _registered_name(value, DEFINED_HERE).partition("@")[0]
+                custom_objects.append(f"<{short(defined)}, defined inside a function: loads in its process only>")
             elif isinstance(value, Call):
                 custom_objects.append(f"<by value: built by {describe_callable(value.function)}>")
             else:
@@ -272,9 +275,9 @@ def _checksum_status(checksum: Any, header: dict, body: dict, sections, *, verif
     return "verified" if actual == checksum else f"MISMATCH (computed {actual})"
 
 
-def _registered_name(value: Any) -> str | None:
-    """The name of a ``keras_pickle._format.registered(name)`` call, else None."""
-    if isinstance(value, Call) and isinstance(value.function, Global) and value.function.key == REGISTERED:
+def _registered_name(value: Any, reconstructor: tuple[str, str] = REGISTERED) -> str | None:
+    """The name of a ``keras_pickle._format.registered(name)`` call (or of ``reconstructor``), else None."""
+    if isinstance(value, Call) and isinstance(value.function, Global) and value.function.key == reconstructor:
         if isinstance(value.args, tuple) and len(value.args) == 1 and isinstance(value.args[0], str):
             return value.args[0]
     return None

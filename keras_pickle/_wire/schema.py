@@ -47,7 +47,10 @@ PART_OF = ("keras_pickle._format", "part_of")
 """``part_of(model, path)``: an optimizer or metric that belongs to a model pickled in the same stream."""
 REGISTERED = ("keras_pickle._format", "registered")
 """``registered(name)``: the class or function Keras registered as ``name`` (one pickle cannot name)."""
-RECONSTRUCTORS = (RESTORE, RESTORE_WITH_STATE, RESTORE_CALLBACK, PART_OF, REGISTERED)
+DEFINED_HERE = ("keras_pickle._format", "defined_here")
+"""``defined_here(token)``: a class or function defined inside a function of the process that wrote
+the payload, which pickle cannot name; it loads in that process only."""
+RECONSTRUCTORS = (RESTORE, RESTORE_WITH_STATE, RESTORE_CALLBACK, PART_OF, REGISTERED, DEFINED_HERE)
 
 HEADER_FIELDS = frozenset(
     ("format", "format_version", "keras_version", "backend", "class", "kind", "n_variables", "weight_bytes", "checksum")

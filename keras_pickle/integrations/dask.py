@@ -16,7 +16,7 @@ from collections.abc import Iterable
 
 from distributed.diagnostics.plugin import WorkerPlugin
 
-from .._install import install
+from .._protocol.install import install
 
 
 class InstallOnWorkers(WorkerPlugin):

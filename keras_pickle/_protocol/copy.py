@@ -14,15 +14,21 @@ import dataclasses
 from copy import deepcopy
 from typing import Any
 
-from . import _construct, _custom_objects, _payload, _rebuild, _records, _state
-from .errors import StateMismatchError
+from .._capture import config as _config
+from .._capture import custom_objects as _custom_objects
+from .._capture import payload as _capture_payload
+from .._keras3 import construct as _construct
+from .._keras3 import records as _records
+from .._rebuild import build as _build
+from .._rebuild import state as _rebuild_state
+from ..errors import StateMismatchError
 
 
 def _rebuild_twin(obj: Any) -> Any:
-    config = _rebuild.config_of(obj)
+    config = _config.config_of(obj)
     custom_objects = _custom_objects.collect(config, obj)
-    return _rebuild.from_config(
-        _rebuild.config_to_json(config, obj),
+    return _build.from_config(
+        _config.config_to_json(config, obj),
         custom_objects,
         safe_mode=False,
         expected_variables=len(getattr(obj, "variables", ())),
@@ -30,7 +36,7 @@ def _rebuild_twin(obj: Any) -> Any:
 
 
 def copy_layer(layer: Any, memo: dict) -> Any:
-    taken = _payload.snapshot(layer)
+    taken = _capture_payload.snapshot(layer)
     if taken.constructed or taken.compile_call is not None:
         # Arguments of recorded constructor and compile() calls are copied with the memo: a model
         # given to the constructor is copied once, wherever else the copied structure holds it.
@@ -39,7 +45,7 @@ def copy_layer(layer: Any, memo: dict) -> Any:
             for entry in taken.constructed
         ]
         taken = dataclasses.replace(taken, constructed=constructed, compile_call=deepcopy(taken.compile_call, memo))
-    twin = _rebuild.rebuild_with_state(taken, safe_mode=False)
+    twin = _build.rebuild_with_state(taken, safe_mode=False)
     memo[id(layer)] = twin
     _record_parts(layer, twin, memo)
     return twin
@@ -103,7 +109,7 @@ def shallow_copy_plain(obj: Any) -> Any:
 
 def _assign_all(original: Any, twin: Any) -> None:
     try:
-        _state.assign_in_order(
+        _rebuild_state.assign_in_order(
             list(twin.variables),
             [(v.path, v.value) for v in original.variables],
             owner=f"{type(original).__name__} '{getattr(original, 'name', '?')}'",

@@ -48,8 +48,8 @@ from typing import Any
 import keras
 import numpy as np
 
-from ._wire import configs
-from .errors import BackendConversionError
+from .._wire import configs
+from ..errors import BackendConversionError
 
 # Keras names a SeedGenerator's state variable so; the variable is found by that name.
 SEED_STATE_NAME = "seed_generator_state"

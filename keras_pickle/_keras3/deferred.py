@@ -18,7 +18,7 @@ from typing import Any
 import keras
 from keras.src.backend.common import global_state
 
-from . import _backend
+from . import backend as _backend
 
 _deferring = threading.local()
 

@@ -24,9 +24,9 @@ from typing import Any
 import keras
 import numpy as np
 
-from . import _backend
-from ._census import census_of
-from .errors import StateMismatchError
+from ..errors import StateMismatchError
+from . import backend as _backend
+from .census import census_of
 
 
 @dataclasses.dataclass

@@ -27,11 +27,11 @@ import keras
 from keras.src.api_export import get_symbol_from_name
 from keras.src.saving import object_registration, serialization_lib
 
-from ._reader.allowlist import GlobalsPolicy, package_of, refusal
-from ._wire import configs, schema
-from ._wire.refs import InertReference, unwrap
-from ._wire.reprs import bounded_repr
-from .errors import LambdaLayerError, UnsafePayloadError
+from .._reader.allowlist import GlobalsPolicy, package_of, refusal
+from .._wire import configs, schema
+from .._wire.refs import InertReference, unwrap
+from .._wire.reprs import bounded_repr
+from ..errors import LambdaLayerError, UnsafePayloadError
 
 KERAS_PACKAGES = ("keras", "tf_keras")
 _PURE_NAMESPACES = ("activations", "losses", "metrics", "ops")

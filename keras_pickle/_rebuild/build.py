@@ -1,72 +1,26 @@
-"""Turn an object into its config and a config back into an object."""
+"""A config and its state back into an object: deferred variables, a linear-time Sequential,
+the graph from recorded specs, compiling, then every saved value."""
 
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import json
 from typing import Any
 
 import keras
-from keras.src.backend.common import global_state
 from keras.src.saving import serialization_lib
 
-from . import _compile, _construct, _convert, _deferred, _graph, _names, _records, _state
-from ._census import Census
-from ._wire import configs
-from .errors import KerasPickleError, KerasPicklingError, KerasUnpicklingError, LambdaLayerError, UnsafePayloadError
-
-
-def config_of(obj: Any) -> dict:
-    """The object's full Keras config, with build and compile configs.
-
-    Object-sharing ids are canonical (:func:`_names.canonical_config`): the
-    config of equal objects is equal in any process. A Functional or
-    Sequential config records its nodes' output specs (:func:`_graph.annotate`).
-    """
-    return _graph.annotate(_names.canonical_config(_serialize_with_sharing(obj)), obj)
-
-
-def _serialize_with_sharing(obj: Any) -> dict:
-    """``serialize_keras_object(obj)`` with every occurrence of a shared object marked.
-
-    Keras marks an object serialized twice with ``shared_object_id`` on every
-    occurrence but the first whenever the first sits in another object's
-    config (the mark goes to a dict that Keras has already copied). Loading
-    then shares the later occurrences only: a Dense layer that three custom
-    layers hold through their configs comes back as two Dense layers, one
-    with its own weights. When the config holds shared objects, the object is
-    serialized again with their ids known from the start, so that every
-    occurrence is marked; if that second pass differs from the first in
-    anything but those marks (it should not), the first pass is kept.
-    """
-    with serialization_lib.ObjectSharingScope():
-        config = serialization_lib.serialize_keras_object(obj)
-    shared = _names.kept_shared_ids(config)
-    if not shared:
-        return config
-    with serialization_lib.ObjectSharingScope():
-        recorded = global_state.get_global_attribute("shared_objects/id_to_config_map")
-        recorded.update({object_id: {} for object_id in shared})
-        marked = serialization_lib.serialize_keras_object(obj)
-    return marked if _names.only_marks_added(config, marked, shared) else config
-
-
-def config_to_json(config: dict, obj: Any) -> str:
-    try:
-        return json.dumps(config)
-    except TypeError as e:
-        raise KerasPicklingError(
-            f"Cannot pickle {type(obj).__name__}: its config is not JSON-serializable ({e}). "
-            "Make get_config() return plain Python values (numbers, strings, lists, dicts) "
-            "or serialized Keras objects (keras.saving.serialize_keras_object).",
-            original_error=e,
-        ) from e
-
-
-def policy_json(obj: Any) -> str:
-    """The object's own dtype policy, serialized (what :func:`rebuild_with_state` rebuilds under)."""
-    return json.dumps(keras.dtype_policies.serialize(obj.dtype_policy))
+from .._keras3 import compile as _compile
+from .._keras3 import construct as _construct
+from .._keras3 import convert as _convert
+from .._keras3 import deferred as _deferred
+from .._keras3 import graph as _graph
+from .._keras3 import records as _records
+from .._keras3.census import Census
+from .._keras3.state import Blueprint
+from .._wire import configs
+from ..errors import KerasPickleError, KerasUnpicklingError, LambdaLayerError, UnsafePayloadError
+from . import state as _rebuild_state
 
 
 @contextlib.contextmanager
@@ -99,22 +53,6 @@ def _global_policy(policy_text: str | None):
         yield
     finally:
         keras.config.set_dtype_policy(previous)
-
-
-@dataclasses.dataclass(frozen=True)
-class Blueprint:
-    """Everything a layer or model is rebuilt from: what a payload's body decodes to, and what
-    ``copy.deepcopy`` takes from the live object (``_payload.snapshot``)."""
-
-    config_json: str
-    custom_objects: dict[str, Any]
-    state: Any  # a _state.CapturedState
-    dtype_policy: str | None = None
-    # Objects rebuilt from recorded constructor calls (_construct.Constructed), by placeholder index.
-    constructed: list = dataclasses.field(default_factory=list)
-    # A recorded compile() call to replay (_compile), and the configs of the optimizers it marks.
-    compile_call: Any = None
-    compile_objects: dict = dataclasses.field(default_factory=dict)
 
 
 def rebuild_with_state(blueprint: Blueprint, *, safe_mode: bool) -> Any:
@@ -156,7 +94,7 @@ def _rebuild_with_state(blueprint: Blueprint, *, safe_mode: bool) -> Any:
         except Exception:
             continue
         census = Census(obj)
-        if not wire or _state.fits(census, state, skip=skip):
+        if not wire or _rebuild_state.fits(census, state, skip=skip):
             break
     else:
         obj = from_config(
@@ -168,7 +106,7 @@ def _rebuild_with_state(blueprint: Blueprint, *, safe_mode: bool) -> Any:
         )
         deferred = []
         census = Census(obj)
-    _state.apply_to_layers(census, state, skip=skip)
+    _rebuild_state.apply_to_layers(census, state, skip=skip)
     _deferred.initialize_leftovers(deferred)
     compile_config = json.loads(blueprint.config_json).get("compile_config")
     if compile_config or blueprint.compile_call is not None:
@@ -182,9 +120,9 @@ def _rebuild_with_state(blueprint: Blueprint, *, safe_mode: bool) -> Any:
                 state.backend,
             )
     # Compiling adds no layer nor model variable: the census still describes the model.
-    _state.apply_to_optimizer(census, state)
-    _state.apply_to_held_optimizers(census, state, _records.resolve_part)
-    _state.apply_to_metrics(census, state)
+    _rebuild_state.apply_to_optimizer(census, state)
+    _rebuild_state.apply_to_held_optimizers(census, state, _records.resolve_part)
+    _rebuild_state.apply_to_metrics(census, state)
     return obj
 
 
@@ -194,7 +132,7 @@ def _optimizer_left_unbuilt(model: Any):
 
     Keras builds the optimizer there when the model is built, running every
     slot's initializer. The model passes for unbuilt meanwhile. If the
-    original's optimizer was built, :func:`_state.apply_to_optimizer` builds
+    original's optimizer was built, :func:`_rebuild_state.apply_to_optimizer` builds
     this one afterwards with its slots deferred; if not, the first training
     step builds the optimizer of both alike (and a LossScaleOptimizer's loss
     scale).

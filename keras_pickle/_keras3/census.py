@@ -13,7 +13,7 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-from . import _names
+from . import names as _names
 
 
 class Census:

@@ -22,13 +22,17 @@ import keras
 import numpy as np
 from keras.src.api_export import get_name_from_symbol
 
-from . import _backend, _copy, _options, _payload, _state
-from ._reconstruct import published_as, restore
-from ._wire.arrays import decode_array, encode_array
-from ._wire.refs import unwrap
-from ._wire.reprs import bounded_repr
-from ._wire.schema import RESTORE_CALLBACK, RESTORE_WITH_STATE
-from .errors import KerasPickleError, KerasPicklingError, KerasUnpicklingError, PickleRefusedError
+from .. import _options
+from .._capture import payload as _capture_payload
+from .._keras3 import backend as _backend
+from .._rebuild import state as _rebuild_state
+from .._wire.arrays import decode_array, encode_array
+from .._wire.refs import unwrap
+from .._wire.reprs import bounded_repr
+from .._wire.schema import RESTORE_CALLBACK, RESTORE_WITH_STATE
+from ..errors import KerasPickleError, KerasPicklingError, KerasUnpicklingError, PickleRefusedError
+from . import copy as _copy
+from .reconstruct import published_as, restore
 
 _MISSING = object()
 _lock = threading.RLock()
@@ -68,8 +72,8 @@ def allowed_reduce(obj: Any, kind: str, protocol: int) -> tuple:
             "(scikeras: optimizer='adam', optimizer__learning_rate=0.01).",
             obj_type=type(obj),
         )
-    payload_kind = _payload.KIND_METRIC if kind == "metrics" else _payload.KIND_OPTIMIZER
-    header, body = _payload.config_payload(obj, payload_kind)
+    payload_kind = _capture_payload.KIND_METRIC if kind == "metrics" else _capture_payload.KIND_OPTIMIZER
+    header, body = _capture_payload.config_payload(obj, payload_kind)
     state = _stateful_state(obj)
     encoded = dict(state, kind=kind, variables=[encode_array(p, a, protocol) for p, a in state["variables"]])
     return restore_with_state, (header, body, encoded)
@@ -132,7 +136,7 @@ def _apply_state(obj: Any, state: dict, *, written_backend: str | None = None) -
     for name, value in state["attributes"].items():
         obj.__dict__[name] = value
     owner = f"{type(obj).__name__} '{getattr(obj, 'name', '?')}'"
-    _state.assign_in_order(list(obj.variables), saved, owner=owner, written_backend=written_backend)
+    _rebuild_state.assign_in_order(list(obj.variables), saved, owner=owner, written_backend=written_backend)
 
 
 @published_as(RESTORE_WITH_STATE[0])

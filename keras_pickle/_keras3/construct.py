@@ -33,10 +33,11 @@ from typing import Any
 
 import keras
 
-from . import _graph, _records
-from ._records import CONSTRUCTED_KEY
-from ._wire.refs import unwrap
-from .errors import KerasUnpicklingError, UnrecoverableConfigError
+from .._wire.refs import unwrap
+from ..errors import KerasUnpicklingError, UnrecoverableConfigError
+from . import graph as _graph
+from . import records as _records
+from .records import CONSTRUCTED_KEY
 
 
 @dataclasses.dataclass(frozen=True)

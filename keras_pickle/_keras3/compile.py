@@ -29,8 +29,9 @@ from typing import Any
 import keras
 from keras.src.trainers.trainer import Trainer
 
-from . import _convert, _records
-from .errors import KerasUnpicklingError, UnrecoverableConfigError
+from ..errors import KerasUnpicklingError, UnrecoverableConfigError
+from . import convert as _convert
+from . import records as _records
 
 MARKER = "keras_pickle:compile_object:"
 """Prefix of the string that stands for a Keras object in a recorded ``compile()`` call, before its key."""

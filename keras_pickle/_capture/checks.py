@@ -20,9 +20,10 @@ from typing import Any
 import keras
 from keras.src.models.functional import Functional
 
-from . import _construct, _records
-from ._census import census_of
-from .errors import KerasPicklingError, UnrecoverableConfigError
+from .._keras3 import construct as _construct
+from .._keras3 import records as _records
+from .._keras3.census import census_of
+from ..errors import KerasPicklingError, UnrecoverableConfigError
 
 # --------------------------------------------------------------------------
 # Constructor arguments that a config would lose

@@ -7,6 +7,7 @@ those objects themselves into the payload: plain pickle stores them as import
 references, cloudpickle ships ``__main__``-defined ones by value.
 """
 
+
 from __future__ import annotations
 
 import sys
@@ -16,14 +17,12 @@ from typing import Any
 import keras
 from keras.src.api_export import get_symbol_from_name
 
-from ._census import Census, census_of
-from ._options import load_options
-from ._pickling_context import cloudpickle_is_pickling
-from ._reader.allowlist import refusal
-from ._safe_policy import globals_policy
-from ._wire import configs
-from ._wire.refs import InertReference
-from .errors import CustomObjectError, KerasUnpicklingError, UnsafePayloadError
+from .._keras3.census import Census, census_of
+from .._pickling_context import cloudpickle_is_pickling
+from .._rebuild.registered import defined_here, registered, token_for
+from .._wire import configs
+from .._wire.refs import InertReference
+from ..errors import CustomObjectError
 
 _MAIN_MODULES = ("__main__", "__mp_main__")
 
@@ -220,13 +219,16 @@ class ByRegisteredName(InertReference):
         return registered, (self.registered_name,)
 
 
-def portable(obj: Any, what: str) -> Any:
+def portable(obj: Any) -> Any:
     """``obj`` (a class or function a payload carries) as it can travel in the pickle being written.
 
     Importable: as it is (pickle stores a reference). Otherwise (a class
     defined inside a function): by its Keras registered name where it has
     one; as it is where cloudpickle is the pickler (it stores it by value);
-    else :class:`CustomObjectError` naming it, why and what to do.
+    else by a name that resolves in this process only (:class:`DefinedHere`),
+    which is what Keras's own pickling and scikeras give such a class: it
+    round-trips within the process, and elsewhere fails with an error that
+    names it and the remedies.
     """
     if importable(obj):
         return obj
@@ -235,44 +237,23 @@ def portable(obj: Any, what: str) -> Any:
         return ByRegisteredName(obj, name)
     if cloudpickle_is_pickling():
         return obj
-    qualname = getattr(obj, "__qualname__", repr(obj))
-    raise CustomObjectError(
-        f"Cannot pickle: {what} {qualname} (module {getattr(obj, '__module__', '?')}) is defined inside a "
-        "function, so pickle cannot store it by reference, and it is not registered with Keras. Define it at "
-        "module level, register it with @keras.saving.register_keras_serializable() (it then travels by its "
-        "registered name and loads wherever the registering module is imported), or send it with cloudpickle "
-        "(loky, Dask and Ray do), which stores such a class by value.",
-        name=qualname,
-        module=getattr(obj, "__module__", None),
-    )
+    return DefinedHere(obj)
+
+
+class DefinedHere(InertReference):
+    """A class or function defined inside a function, pickled as a name only this process resolves
+    (:func:`~keras_pickle._rebuild.registered.defined_here`)."""
+
+    __slots__ = ("token",)
+
+    def __init__(self, target: Any):
+        super().__init__(target, f"{target.__module__}.{target.__qualname__}")
+        self.token = token_for(target)
+
+    def __reduce__(self):
+        return defined_here, (self.token,)
 
 
 def portable_mapping(custom_objects: dict[str, Any]) -> dict[str, Any]:
     """:func:`portable` of every custom object."""
-    return {key: portable(obj, "the custom object") for key, obj in custom_objects.items()}
-
-
-def registered(name: Any) -> Any:
-    """The class or function Keras has registered as ``name``: what :class:`ByRegisteredName` loads as.
-
-    Part of the format (published as ``keras_pickle._format.registered``). In
-    safe mode, an inert reference, and only to what safe mode lets a payload
-    name (judged as the restricted reader judges a global).
-    """
-    obj = keras.saving.get_registered_object(name) if isinstance(name, str) else None
-    if obj is None:
-        raise KerasUnpicklingError(
-            f"The payload names the class or function registered with Keras as {name!r:.200}, which is not "
-            "registered in this process: import the module that registers it "
-            "(@keras.saving.register_keras_serializable) before loading."
-        )
-    qualified = f"{getattr(obj, '__module__', '?')}.{getattr(obj, '__qualname__', '?')}"
-    if not load_options().safe_mode:
-        return obj
-    reason = refusal(obj, globals_policy())
-    if reason is None:
-        return InertReference(obj, qualified)
-    raise UnsafePayloadError(f"Safe mode refused {qualified}, registered as {name!r:.200}: {reason}.", what=qualified)
-
-
-registered.__module__ = "keras_pickle._format"  # the path payloads name: keras_pickle._format publishes it
+    return {key: portable(obj) for key, obj in custom_objects.items()}

@@ -15,9 +15,13 @@ import pickle
 from collections.abc import Callable
 from typing import Any
 
-from . import _copy, _opt_in, _payload, _records, _stream
-from ._reconstruct import part_of, restore
-from .errors import PickleRefusedError
+from .._capture import payload as _capture_payload
+from .._keras3 import records as _records
+from ..errors import PickleRefusedError
+from . import copy as _copy
+from . import opt_in as _opt_in
+from . import stream as _stream
+from .reconstruct import part_of, restore
 
 PROTOCOL_ATTRS = ("__reduce_ex__", "__reduce__", "__deepcopy__", "__copy__")
 _MARK = "__keras_pickle__"
@@ -57,14 +61,14 @@ class LayerPickleMixin:
         custom = _user_reducer(self)
         if custom is not None:
             return custom(protocol)
-        reduced = restore, _payload.layer_payload(self, protocol)
+        reduced = restore, _capture_payload.layer_payload(self, protocol)
         _stream.note_pickled(self)
         return reduced
 
     @_ours
     def __reduce__(self):
         # Never consults user hooks: a user __reduce__ may call super().__reduce__().
-        reduced = restore, _payload.layer_payload(self, pickle.DEFAULT_PROTOCOL)
+        reduced = restore, _capture_payload.layer_payload(self, pickle.DEFAULT_PROTOCOL)
         _stream.note_pickled(self)
         return reduced
 
@@ -85,7 +89,7 @@ class LossPickleMixin:
         custom = _user_reducer(self)
         if custom is not None:
             return custom(protocol)
-        return restore, _payload.config_payload(self, _payload.KIND_LOSS)
+        return restore, _capture_payload.config_payload(self, _capture_payload.KIND_LOSS)
 
     @_ours
     def __reduce__(self):

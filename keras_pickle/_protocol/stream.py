@@ -15,7 +15,7 @@ import threading
 import weakref
 from typing import Any
 
-from ._pickling_context import operation_key
+from .._pickling_context import operation_key
 
 _state = threading.local()
 

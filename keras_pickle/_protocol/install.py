@@ -20,8 +20,12 @@ from keras.src.backend.common.variables import Variable as KerasVariable
 from keras.src.layers import layer as keras_layer
 from keras.src.ops import operation as keras_operation
 
-from . import _deferred, _opt_in, _records, integrations
-from ._mixins import (
+from .. import integrations
+from .._keras3 import deferred as _deferred
+from .._keras3 import records as _records
+from .._keras3.signatures import CACHED_INSPECT
+from . import opt_in as _opt_in
+from .mixins import (
     PROTOCOL_ATTRS,
     CallbackPickleMixin,
     LayerPickleMixin,
@@ -29,8 +33,7 @@ from ._mixins import (
     MetricPickleMixin,
     OptimizerPickleMixin,
 )
-from ._reconstruct import after_restore
-from ._signatures import CACHED_INSPECT
+from .reconstruct import after_restore
 
 _MISSING = object()
 _lock = threading.RLock()

@@ -21,11 +21,14 @@ from typing import Any
 
 import keras
 
-from . import _options, _payload, _records, _safe_policy
-from ._wire import schema
-from ._wire.refs import InertReference
-from ._wire.reprs import shorten
-from .errors import KerasPickleError, KerasUnpicklingError
+from .. import _options
+from .._keras3 import records as _records
+from .._rebuild import payload as _rebuild_payload
+from .._rebuild import safe_policy as _safe_policy
+from .._wire import schema
+from .._wire.refs import InertReference
+from .._wire.reprs import shorten
+from ..errors import KerasPickleError, KerasUnpicklingError
 
 _after_restore: list[Callable[[], None]] = []
 
@@ -59,7 +62,7 @@ def restore(header, body):
         with _safe_policy.keras_safe_mode(safe_mode):
             if safe_mode:
                 _safe_policy.vet_body(body)
-            obj = _payload.object_from_payload(header, body, safe_mode=safe_mode)
+            obj = _rebuild_payload.object_from_payload(header, body, safe_mode=safe_mode)
     except KerasPickleError:
         raise
     except Exception as e:

@@ -1,4 +1,4 @@
-"""Keras objects to payloads and back: what ``__reduce_ex__`` and ``restore`` do."""
+"""Keras objects to payloads: what ``__reduce_ex__`` writes and ``copy.deepcopy`` copies."""
 
 from __future__ import annotations
 
@@ -8,14 +8,19 @@ from typing import Any
 
 import keras
 
-from . import _backend, _compile, _construct, _custom_objects, _dump_checks, _rebuild, _records, _state
-from ._census import Census
-from ._layer_state import LayerState
-from ._options import dump_options
-from ._rebuild import Blueprint
-from ._wire import arrays, schema
-from ._wire.refs import unwrap
-from .errors import KerasPickleError, KerasPicklingError, KerasUnpicklingError, UnrecoverableConfigError
+from .._keras3 import backend as _backend
+from .._keras3 import compile as _compile
+from .._keras3 import construct as _construct
+from .._keras3 import records as _records
+from .._keras3.census import Census
+from .._keras3.state import Blueprint
+from .._options import dump_options
+from .._wire import arrays, schema
+from ..errors import KerasPickleError, KerasPicklingError, UnrecoverableConfigError
+from . import checks as _dump_checks
+from . import config as _config
+from . import custom_objects as _custom_objects
+from . import state as _capture_state
 
 KIND_LAYER, KIND_LOSS, KIND_METRIC, KIND_OPTIMIZER = (
     schema.KIND_LAYER,
@@ -46,8 +51,10 @@ def snapshot(layer: Any) -> Blueprint:
     return Blueprint(
         config_json=checked.config_json,
         custom_objects=checked.custom_objects,
-        state=_state.capture(census, skip=_construct.argument_variables(checked.constructed), held=compiled.held),
-        dtype_policy=_rebuild.policy_json(layer),
+        state=_capture_state.capture(
+            census, skip=_construct.argument_variables(checked.constructed), held=compiled.held
+        ),
+        dtype_policy=_config.policy_json(layer),
         constructed=checked.constructed,
         compile_call=compiled.call,
         compile_objects=compiled.marked,
@@ -71,11 +78,11 @@ def checked_config(layer: Any, census: Census | None = None) -> CheckedConfig:
     custom_objects = _custom_objects.collect(config, census)
     for object_json in [*(held[2] for held in compiled.held), *compiled.marked.values()]:
         custom_objects.update(_custom_objects.collect(json.loads(object_json), census))
-    return CheckedConfig(_rebuild.config_to_json(config, layer), custom_objects, constructed, compiled)
+    return CheckedConfig(_config.config_to_json(config, layer), custom_objects, constructed, compiled)
 
 
 def _optimizer_config_json(optimizer: Any) -> str:
-    return _rebuild.config_to_json(_serialize(optimizer), optimizer)
+    return _config.config_to_json(_serialize(optimizer), optimizer)
 
 
 def layer_payload(layer: Any, protocol: int) -> tuple[dict, dict]:
@@ -99,7 +106,7 @@ def layer_payload(layer: Any, protocol: int) -> tuple[dict, dict]:
             (h.path, h.config_json, h.built, h.targets, encoded(h.variables)) for h in state.held_optimizers
         ],
         "constructed": [
-            (_custom_objects.portable(entry.cls, "the class"), entry.args, entry.kwargs) for entry in taken.constructed
+            (_custom_objects.portable(entry.cls), entry.args, entry.kwargs) for entry in taken.constructed
         ],
         "compile_call": taken.compile_call,
         "compile_objects": taken.compile_objects,
@@ -112,7 +119,7 @@ def config_payload(obj: Any, kind: str) -> tuple[dict, dict]:
     """The config-only payload of ``obj`` (a Loss, or an allowed metric or optimizer): config, custom objects."""
     config = _serialize(obj)
     body = {
-        "config": _rebuild.config_to_json(config, obj),
+        "config": _config.config_to_json(config, obj),
         "custom_objects": _custom_objects.portable_mapping(_custom_objects.collect(config, obj)),
     }
     header = _header(obj, kind, body)
@@ -131,57 +138,9 @@ def _header(obj: Any, kind: str, body: dict) -> dict:
     )
 
 
-def object_from_payload(header: dict, body: dict, *, safe_mode: bool) -> Any:
-    custom_objects = body.get("custom_objects") or {}
-    if not isinstance(custom_objects, dict):
-        raise KerasUnpicklingError("Corrupt keras_pickle payload: custom_objects is not a dict.")
-    custom_objects = {str(name): unwrap(obj) for name, obj in custom_objects.items()}
-    if header.get("kind") != KIND_LAYER:
-        return _rebuild.from_config(body["config"], custom_objects, safe_mode=safe_mode)
-    blueprint = Blueprint(
-        config_json=body["config"],
-        custom_objects=custom_objects,
-        state=decode_state(body, backend=header.get("backend")),
-        dtype_policy=body.get("dtype_policy"),
-        constructed=_construct.from_entries(body.get("constructed")),
-        compile_call=body.get("compile_call"),
-        compile_objects=body.get("compile_objects") or {},
-    )
-    return _rebuild.rebuild_with_state(blueprint, safe_mode=safe_mode)
-
-
-def decode_state(body: dict, *, backend: str | None = None) -> _state.CapturedState:
-    """The state in ``body``; ``backend`` is the one that wrote it (the header says)."""
-
-    def decoded(entries: Any) -> list:
-        return [arrays.decode_array(e) for e in entries]
-
-    return _state.CapturedState(
-        variables=decoded(body.get("variables", ())),
-        optimizer_variables=decoded(body.get("optimizer_variables", ())),
-        layer_states=[
-            LayerState(
-                place=place,
-                own_variables=decoded(own),
-                assets=[(str(path), bytes(content)) for path, content in assets],
-            )
-            for place, own, assets in body.get("layer_states", ())
-        ],
-        optimizer_built=bool(body.get("optimizer_built", True)),
-        backend=backend,
-        metric_variables=decoded(body.get("metric_variables", ())),
-        held_optimizers=[
-            _state.HeldOptimizer(
-                path=path, config_json=config, built=built, targets=list(targets), variables=decoded(entries)
-            )
-            for path, config, built, targets, entries in body.get("held_optimizers", ())
-        ],
-    )
-
-
 def _serialize(obj: Any) -> dict:
     try:
-        return _rebuild.config_of(obj)
+        return _config.config_of(obj)
     except KerasPickleError:
         raise
     except NotImplementedError as e:

@@ -1,137 +1,21 @@
-"""Capture and restore every piece of state a Keras layer or model holds.
-
-* ``variables``: ``obj.variables``. That is every weight, every
-  non-trainable variable (BatchNormalization statistics, Normalization
-  mean/variance) and every ``SeedGenerator`` state (Dropout & co).
-* ``metric_variables``: the variables of the metrics a layer holds as
-  attributes (keras.io's ``self.total_loss_tracker = keras.metrics.Mean()``).
-* ``optimizer_variables``: ``obj.optimizer.variables`` (iterations, learning
-  rate, slots) of a compiled model; ``held_optimizers``: any other optimizer
-  the model holds as an attribute (keras.io's GAN: ``d_optimizer``,
-  ``g_optimizer``), with the variables it was built for.
-* ``layer_states``: state kept outside Keras variables
-  (:mod:`keras_pickle._layer_state`): vocabularies, assets, carried RNN states.
-
-Each value is stored with a key that names its place in the model and does
-not depend on the process (``_names.variable_keys``: ``block/dense/kernel``).
-On load, values are matched to the rebuilt object's variables by key (a
-rebuilt layer may create its variables in another order: a float8-quantized
-Dense does), by position where the keys do not pair one to one (older
-payloads), and every pair is checked for shape and dtype.
-
-A payload written under another backend may hold an integer variable in
-another dtype (int64 iterations on TensorFlow, int32 on JAX and PyTorch;
-seed-generator state): :mod:`keras_pickle._convert` converts it, exactly or
-not at all. A payload of the same backend is assigned untouched.
-
-The running totals of a compiled model's compile metrics are not captured:
-Keras resets them at the start of every ``fit`` / ``evaluate``.
-"""
+"""Giving a rebuilt layer or model every saved value: variables matched by their keys (by position
+where keys do not pair one to one), each checked for shape and dtype, converted from another
+backend's integer dtypes where needed; layer state, the optimizer, held optimizers and metrics."""
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
 import keras
-import numpy as np
 
-from . import _backend, _convert, _deferred, _layer_state, _names
-from ._census import census_of
-from ._layer_state import LayerState
-from .errors import StateMismatchError
-
-
-@dataclasses.dataclass
-class HeldOptimizer:
-    """An optimizer a model holds as an attribute, other than ``model.optimizer``."""
-
-    path: str
-    config_json: str
-    built: bool
-    # Positions, in the model's variables, of those it was built for (its trainable variables).
-    targets: list[int]
-    variables: list[tuple[str, np.ndarray]]
-
-
-@dataclasses.dataclass
-class CapturedState:
-    variables: list[tuple[str, np.ndarray]]
-    optimizer_variables: list[tuple[str, np.ndarray]]
-    layer_states: list[LayerState]
-    # An unbuilt optimizer holds only iterations and learning rate; the
-    # rebuilt one may already be built (compile_from_config builds it).
-    optimizer_built: bool = True
-    # The backend that wrote the payload (loading only); None: this process.
-    backend: str | None = None
-    metric_variables: list[tuple[str, np.ndarray]] = dataclasses.field(default_factory=list)
-    held_optimizers: list[HeldOptimizer] = dataclasses.field(default_factory=list)
-
-
-def capture(obj: Any, *, skip: set[int] = frozenset(), held: list[tuple[Any, str, str]] = ()) -> CapturedState:
-    """Every piece of ``obj``'s state, as numpy snapshots: training or assigning ``obj`` later never changes them.
-
-    ``obj``: a layer or model, or its :class:`~keras_pickle._census.Census` (read, never walked again).
-
-    ``skip``: ``id()`` of variables that travel elsewhere (those of layers given
-    to a recorded constructor, :mod:`keras_pickle._construct`). ``held``:
-    ``(optimizer, path, config_json)`` of the optimizers the model holds besides
-    ``model.optimizer``.
-    """
-    read = _backend.to_numpy
-    census = census_of(obj)
-    obj = census.root
-    references = census.references
-    optimizer = _optimizer_of(obj)
-    optimizer_variables = []
-    if optimizer is not None:
-        optimizer_keys = _names.optimizer_variable_keys(optimizer, references)
-        optimizer_variables = [(key, read(v)) for key, v in zip(optimizer_keys, optimizer.variables)]
-    return CapturedState(
-        variables=[(key, read(v)) for v, key in references if id(v) not in skip],
-        optimizer_variables=optimizer_variables,
-        layer_states=_layer_state.capture(census),
-        optimizer_built=bool(getattr(optimizer, "built", False)),
-        metric_variables=[(key, read(v)) for key, v in _metric_variables(census)],
-        held_optimizers=[_capture_held(part, path, config, references) for part, path, config in held],
-    )
-
-
-def _metric_variables(obj: Any) -> list[tuple[str, Any]]:
-    """``(key, variable)`` of every metric a layer of ``obj`` (or of its census) holds as an attribute
-    (Keras tracks them in ``_metrics``; a compiled model's compile metrics and loss tracker are not
-    among them)."""
-    census = census_of(obj)
-    found = []
-    for layer in census.layers:
-        if not getattr(layer, "_metrics", None):
-            continue
-        prefix = census.place_of(layer)
-        for metric in getattr(layer, "_metrics", ()):
-            for v in metric.variables:
-                found.append((f"{prefix}/{metric.name}/{v.name}".lstrip("/"), v))
-    return found
-
-
-def _capture_held(optimizer: Any, path: str, config_json: str, references: list[tuple[Any, str]]) -> HeldOptimizer:
-    position_of = {id(v): position for position, (v, _key) in enumerate(references)}
-    targets = []
-    for v in getattr(optimizer, "_trainable_variables", None) or []:
-        if id(v) not in position_of:
-            raise StateMismatchError(
-                f"Cannot pickle: optimizer '{path}' was built for variable '{v.path}', which is not a variable "
-                "of the model that holds it, so it could not be built again for the rebuilt model.",
-                path=path,
-            )
-        targets.append(position_of[id(v)])
-    keys = _names.optimizer_variable_keys(optimizer, references)
-    return HeldOptimizer(
-        path=path,
-        config_json=config_json,
-        built=bool(optimizer.built),
-        targets=targets,
-        variables=[(key, _backend.to_numpy(v)) for key, v in zip(keys, optimizer.variables)],
-    )
+from .._keras3 import backend as _backend
+from .._keras3 import convert as _convert
+from .._keras3 import deferred as _deferred
+from .._keras3 import layer_state as _layer_state
+from .._keras3 import names as _names
+from .._keras3.census import census_of
+from .._keras3.state import CapturedState, describe, metric_variables, optimizer_of
+from ..errors import StateMismatchError
 
 
 def fits(obj: Any, state: CapturedState, *, skip: set[int] = frozenset()) -> bool:
@@ -158,12 +42,12 @@ def apply_to_layers(obj: Any, state: CapturedState, *, skip: set[int] = frozense
     obj = census.root
     pairs = [(v, key) for v, key in census.references if id(v) not in skip]
     targets = in_saved_order([v for v, _ in pairs], [key for _, key in pairs], state.variables)
-    assign_in_order(targets, state.variables, owner=_describe(obj), written_backend=state.backend)
+    assign_in_order(targets, state.variables, owner=describe(obj), written_backend=state.backend)
 
     def assign_carried(targets: list, values: list, *, owner: str) -> None:
         assign_in_order(targets, values, owner=owner)
 
-    _layer_state.apply(census, state.layer_states, _describe(obj), assign_carried)
+    _layer_state.apply(census, state.layer_states, describe(obj), assign_carried)
 
 
 def apply_to_metrics(obj: Any, state: CapturedState) -> None:
@@ -173,9 +57,9 @@ def apply_to_metrics(obj: Any, state: CapturedState) -> None:
         return
     census = census_of(obj)
     obj = census.root
-    pairs = _metric_variables(census)
+    pairs = metric_variables(census)
     targets = in_saved_order([v for _, v in pairs], [key for key, _ in pairs], state.metric_variables)
-    owner = f"the metrics held by {_describe(obj)}"
+    owner = f"the metrics held by {describe(obj)}"
     assign_in_order(targets, state.metric_variables, owner=owner, written_backend=state.backend)
 
 
@@ -189,21 +73,21 @@ def apply_to_held_optimizers(obj: Any, state: CapturedState, resolve: Any) -> No
         optimizer = resolve(obj, held.path)
         if not isinstance(optimizer, keras.optimizers.Optimizer):
             raise StateMismatchError(
-                f"The payload holds the state of optimizer '{held.path}' of {_describe(obj)}, but the rebuilt "
+                f"The payload holds the state of optimizer '{held.path}' of {describe(obj)}, but the rebuilt "
                 f"model holds {type(optimizer).__name__} there: its compile() did not set that attribute again.",
                 path=held.path,
             )
         if held.built and not optimizer.built:
             if not all(0 <= position < len(variables) for position in held.targets):
                 raise StateMismatchError(
-                    f"Optimizer '{held.path}' of {_describe(obj)} was built for variables the rebuilt model "
+                    f"Optimizer '{held.path}' of {describe(obj)} was built for variables the rebuilt model "
                     f"does not have (it has {len(variables)}).",
                     path=held.path,
                 )
             optimizer.build([variables[position] for position in held.targets])
         keys = _names.optimizer_variable_keys(optimizer, references)
         targets = in_saved_order(list(optimizer.variables), keys, held.variables)
-        owner = f"optimizer '{held.path}' of {_describe(obj)}"
+        owner = f"optimizer '{held.path}' of {describe(obj)}"
         assign_in_order(targets, held.variables, owner=owner, written_backend=state.backend)
 
 
@@ -212,10 +96,10 @@ def apply_to_optimizer(obj: Any, state: CapturedState) -> None:
         return
     census = census_of(obj)
     obj = census.root
-    optimizer = _optimizer_of(obj)
+    optimizer = optimizer_of(obj)
     if optimizer is None:
         raise StateMismatchError(
-            f"The payload holds optimizer state, but the rebuilt {_describe(obj)} "
+            f"The payload holds optimizer state, but the rebuilt {describe(obj)} "
             "has no optimizer: its compile config did not restore one."
         )
     deferred = []
@@ -231,7 +115,7 @@ def apply_to_optimizer(obj: Any, state: CapturedState) -> None:
     else:
         keys = _names.optimizer_variable_keys(optimizer, census.references)
         targets = in_saved_order(targets, keys, state.optimizer_variables)
-    owner = f"optimizer of {_describe(obj)}"
+    owner = f"optimizer of {describe(obj)}"
     assign_in_order(targets, state.optimizer_variables, owner=owner, written_backend=state.backend)
     _deferred.initialize_leftovers(deferred)
 
@@ -326,14 +210,3 @@ def assign_in_order(
 
 def _dtype_name(dtype: Any) -> str:
     return keras.backend.standardize_dtype(dtype)
-
-
-def _optimizer_of(obj: Any):
-    optimizer = getattr(obj, "optimizer", None)
-    if optimizer is None or not hasattr(optimizer, "variables"):
-        return None
-    return optimizer
-
-
-def _describe(obj: Any) -> str:
-    return f"{type(obj).__name__} '{getattr(obj, 'name', '?')}'"

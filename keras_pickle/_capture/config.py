@@ -1,0 +1,66 @@
+"""An object's config as it travels: canonical, annotated with its graph's specs, as JSON."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import keras
+from keras.src.backend.common import global_state
+from keras.src.saving import serialization_lib
+
+from .._keras3 import graph as _graph
+from .._keras3 import names as _names
+from ..errors import KerasPicklingError
+
+
+def config_of(obj: Any) -> dict:
+    """The object's full Keras config, with build and compile configs.
+
+    Object-sharing ids are canonical (:func:`_names.canonical_config`): the
+    config of equal objects is equal in any process. A Functional or
+    Sequential config records its nodes' output specs (:func:`_graph.annotate`).
+    """
+    return _graph.annotate(_names.canonical_config(_serialize_with_sharing(obj)), obj)
+
+
+def _serialize_with_sharing(obj: Any) -> dict:
+    """``serialize_keras_object(obj)`` with every occurrence of a shared object marked.
+
+    Keras marks an object serialized twice with ``shared_object_id`` on every
+    occurrence but the first whenever the first sits in another object's
+    config (the mark goes to a dict that Keras has already copied). Loading
+    then shares the later occurrences only: a Dense layer that three custom
+    layers hold through their configs comes back as two Dense layers, one
+    with its own weights. When the config holds shared objects, the object is
+    serialized again with their ids known from the start, so that every
+    occurrence is marked; if that second pass differs from the first in
+    anything but those marks (it should not), the first pass is kept.
+    """
+    with serialization_lib.ObjectSharingScope():
+        config = serialization_lib.serialize_keras_object(obj)
+    shared = _names.kept_shared_ids(config)
+    if not shared:
+        return config
+    with serialization_lib.ObjectSharingScope():
+        recorded = global_state.get_global_attribute("shared_objects/id_to_config_map")
+        recorded.update({object_id: {} for object_id in shared})
+        marked = serialization_lib.serialize_keras_object(obj)
+    return marked if _names.only_marks_added(config, marked, shared) else config
+
+
+def config_to_json(config: dict, obj: Any) -> str:
+    try:
+        return json.dumps(config)
+    except TypeError as e:
+        raise KerasPicklingError(
+            f"Cannot pickle {type(obj).__name__}: its config is not JSON-serializable ({e}). "
+            "Make get_config() return plain Python values (numbers, strings, lists, dicts) "
+            "or serialized Keras objects (keras.saving.serialize_keras_object).",
+            original_error=e,
+        ) from e
+
+
+def policy_json(obj: Any) -> str:
+    """The object's own dtype policy, serialized (what :func:`rebuild_with_state` rebuilds under)."""
+    return json.dumps(keras.dtype_policies.serialize(obj.dtype_policy))

@@ -1,0 +1,7 @@
+"""The load side: from a checked payload back to a Keras object.
+
+``payload`` (the body decoded into a blueprint), ``build`` (config to object: deferred variables,
+a linear-time Sequential, the graph from recorded specs, compiling), ``state`` (every saved value
+given to the rebuilt object), ``registered`` (names Keras registered), ``safe_policy`` (safe mode's
+Keras-aware judgement of what a payload's names stand for).
+"""

@@ -1,0 +1,63 @@
+"""Payloads back to Keras objects: what ``restore`` runs after the body is checked."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .._keras3 import construct as _construct
+from .._keras3 import state as _model_state
+from .._keras3.layer_state import LayerState
+from .._keras3.state import Blueprint
+from .._wire import arrays
+from .._wire.refs import unwrap
+from .._wire.schema import KIND_LAYER
+from ..errors import KerasUnpicklingError
+from . import build as _build
+
+
+def object_from_payload(header: dict, body: dict, *, safe_mode: bool) -> Any:
+    custom_objects = body.get("custom_objects") or {}
+    if not isinstance(custom_objects, dict):
+        raise KerasUnpicklingError("Corrupt keras_pickle payload: custom_objects is not a dict.")
+    custom_objects = {str(name): unwrap(obj) for name, obj in custom_objects.items()}
+    if header.get("kind") != KIND_LAYER:
+        return _build.from_config(body["config"], custom_objects, safe_mode=safe_mode)
+    blueprint = Blueprint(
+        config_json=body["config"],
+        custom_objects=custom_objects,
+        state=decode_state(body, backend=header.get("backend")),
+        dtype_policy=body.get("dtype_policy"),
+        constructed=_construct.from_entries(body.get("constructed")),
+        compile_call=body.get("compile_call"),
+        compile_objects=body.get("compile_objects") or {},
+    )
+    return _build.rebuild_with_state(blueprint, safe_mode=safe_mode)
+
+
+def decode_state(body: dict, *, backend: str | None = None) -> _model_state.CapturedState:
+    """The state in ``body``; ``backend`` is the one that wrote it (the header says)."""
+
+    def decoded(entries: Any) -> list:
+        return [arrays.decode_array(e) for e in entries]
+
+    return _model_state.CapturedState(
+        variables=decoded(body.get("variables", ())),
+        optimizer_variables=decoded(body.get("optimizer_variables", ())),
+        layer_states=[
+            LayerState(
+                place=place,
+                own_variables=decoded(own),
+                assets=[(str(path), bytes(content)) for path, content in assets],
+            )
+            for place, own, assets in body.get("layer_states", ())
+        ],
+        optimizer_built=bool(body.get("optimizer_built", True)),
+        backend=backend,
+        metric_variables=decoded(body.get("metric_variables", ())),
+        held_optimizers=[
+            _model_state.HeldOptimizer(
+                path=path, config_json=config, built=built, targets=list(targets), variables=decoded(entries)
+            )
+            for path, config, built, targets, entries in body.get("held_optimizers", ())
+        ],
+    )
