@@ -50,6 +50,7 @@ LAYERS = {
     "keras_pickle._compile": MIDDLE,
     "keras_pickle._dump_checks": MIDDLE,
     "keras_pickle._layer_state": MIDDLE,
+    "keras_pickle._skew": MIDDLE,
     # top: the reconstructor, mixins, install(), copies, allow=, integrations, check, inspect, CLI.
     "keras_pickle._reconstruct": TOP,
     "keras_pickle._mixins": TOP,
