@@ -51,6 +51,7 @@ LAYERS = {
     "keras_pickle._dump_checks": MIDDLE,
     "keras_pickle._layer_state": MIDDLE,
     "keras_pickle._skew": MIDDLE,
+    "keras_pickle._load_failure": MIDDLE,
     # top: the reconstructor, mixins, install(), copies, allow=, integrations, check, inspect, CLI.
     "keras_pickle._reconstruct": TOP,
     "keras_pickle._mixins": TOP,
