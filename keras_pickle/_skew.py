@@ -291,7 +291,7 @@ def _read_names(function: Any, names: set[str]) -> str | None:
     """Add the names ``function``'s source quotes (``kwargs.pop("key")``); its source, or None if unreadable."""
     try:
         source = inspect.getsource(function)
-    except (OSError, TypeError):
+    except Exception:  # no file (by value, a notebook), or one that does not tokenize
         return None
     names.update(_QUOTED_NAME.findall(source))
     return source
