@@ -25,6 +25,7 @@ from ._wire.schema import FORMAT_VERSION as FORMAT_VERSION
 from .errors import BackendConversionError as BackendConversionError
 from .errors import ChecksumMismatchError as ChecksumMismatchError
 from .errors import CustomObjectError as CustomObjectError
+from .errors import CustomObjectLoadError as CustomObjectLoadError
 from .errors import FormatVersionError as FormatVersionError
 from .errors import KerasPickleError as KerasPickleError
 from .errors import KerasPicklingError as KerasPicklingError
@@ -36,6 +37,7 @@ from .errors import ResourceLimitError as ResourceLimitError
 from .errors import StateMismatchError as StateMismatchError
 from .errors import UnrecoverableConfigError as UnrecoverableConfigError
 from .errors import UnsafePayloadError as UnsafePayloadError
+from .errors import VersionSkewError as VersionSkewError
 
 if TYPE_CHECKING:
     from ._api import checksums as checksums

@@ -10,6 +10,7 @@ from typing import IO, Any
 
 from . import _allow, _format, _options  # noqa: F401  (_allow, _format: see below)
 from ._protocol import install as _install
+from ._protocol import load_failure as _load_failure
 from ._reader import safe
 from ._reader.prescan import check_lengths, describe_bytes, foreign_format, peek
 from ._rebuild.safe_policy import globals_policy
@@ -108,6 +109,7 @@ def _load_one(file: IO[bytes], *, safe_mode: bool, buffers, describe: Callable[[
         found = describe() if describe() == foreign else f"{describe()}, {foreign}"
         raise NotAPayloadError(f"Not a keras_pickle payload: {found}.", found=found)
     check_lengths(file, describe)
+    unpickler = None
     with _options.loading(options):
         try:
             if safe_mode:
@@ -122,6 +124,10 @@ def _load_one(file: IO[bytes], *, safe_mode: bool, buffers, describe: Callable[[
         except KerasPickleError:
             raise
         except Exception as e:
+            # Inside a payload (its header already read), the error is that payload's, not "not a payload".
+            failure = _load_failure.payload_error(unpickler, options.restored, e)
+            if failure is not None:
+                raise failure from e
             raise NotAPayloadError(
                 f"Not a keras_pickle payload: {describe()} could not be unpickled ({type(e).__name__}: {e}).",
                 found=describe(),

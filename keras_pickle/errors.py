@@ -25,6 +25,8 @@ __all__ = [
     "BackendConversionError",
     "ChecksumMismatchError",
     "ResourceLimitError",
+    "VersionSkewError",
+    "CustomObjectLoadError",
 ]
 
 
@@ -156,3 +158,39 @@ class ResourceLimitError(KerasUnpicklingError):
         self.limit_name = limit_name
         self.limit = limit
         self.value = value
+
+
+class VersionSkewError(KerasUnpicklingError):
+    """The payload uses something the loading Keras lacks (a newer Keras wrote it).
+
+    ``written_by`` and ``loading_on`` are the two Keras versions; ``where`` names the object
+    (``"MultiHeadAttention 'mha'"``) and ``key`` the config key it sets to a value the loading
+    Keras cannot honour.
+    """
+
+    def __init__(self, message: str, *, written_by: str, loading_on: str, where: str, key: str):
+        super().__init__(message)
+        self.written_by = written_by
+        self.loading_on = loading_on
+        self.where = where
+        self.key = key
+
+
+class CustomObjectLoadError(KerasUnpicklingError):
+    """A class or function a payload ships by value (cloudpickle) could not be unpickled.
+
+    ``name`` is its qualified name when known, ``missing_module`` the module the loading
+    process lacks when that is the cause.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        name: str | None,
+        missing_module: str | None,
+        original_error: BaseException | None = None,
+    ):
+        super().__init__(message, original_error=original_error)
+        self.name = name
+        self.missing_module = missing_module

@@ -25,6 +25,22 @@ from pathlib import Path
 
 REPO_DIR = Path(__file__).resolve().parent.parent
 BACKENDS = ("tensorflow", "jax", "torch")
+OLD_KERAS = ("3.10.0", "3.8.0")
+"""Older Keras 3 versions tests/test_version_skew.py writes and reads payloads with; 3.8.0 is the
+oldest pyproject.toml admits. Each goes to its own directory (pure Python; its dependencies are
+the current Keras's), never into the environment."""
+
+
+def install_old_keras() -> None:
+    """``pip install --no-deps --target .ci/keras/<version> keras==<version>``: each of :data:`OLD_KERAS` missing."""
+    for version in OLD_KERAS:
+        target = REPO_DIR / ".ci" / "keras" / version
+        if not (target / "keras").is_dir():
+            subprocess.run(
+                [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--target", str(target),
+                 f"keras=={version}"],
+                check=True,
+            )  # fmt: skip
 
 
 def pytest_args(backend: str, extra: list[str]) -> list[str]:
@@ -34,7 +50,8 @@ def pytest_args(backend: str, extra: list[str]) -> list[str]:
 
 def run_pytest(backend: str, extra: list[str]) -> tuple[int, dict[str, int]]:
     """One backend's pytest run, its output passed through; its exit code and its summary counts."""
-    env = {**os.environ, "KERAS_BACKEND": backend, "TF_CPP_MIN_LOG_LEVEL": "3"}
+    # With the older Keras versions installed, their tests fail rather than skip when they are not found.
+    env = {**os.environ, "KERAS_BACKEND": backend, "TF_CPP_MIN_LOG_LEVEL": "3", "KERAS_PICKLE_REQUIRE_OLD_KERAS": "1"}
     counts: dict[str, int] = {}
     with subprocess.Popen(
         pytest_args(backend, extra), cwd=REPO_DIR, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
@@ -55,6 +72,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--backend", choices=BACKENDS, action="append", help="run only this backend (repeatable)")
     args, extra = parser.parse_known_args(argv)
+    install_old_keras()
     worst, lines, passed, failed = 0, [], 0, 0
     for backend in args.backend or BACKENDS:
         print(f"==== {backend} ====", flush=True)

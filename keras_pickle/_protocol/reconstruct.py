@@ -2,12 +2,14 @@
 
 It validates the header before touching the body, the body before decoding
 anything (:mod:`keras_pickle._wire.schema`), in safe mode judges what the
-body's objects and configs stand for (:mod:`keras_pickle._safe_policy`) and
-holds Keras's own safe mode for the whole rebuild, rebuilds the object
-(:mod:`keras_pickle._payload`), runs the hooks registered with
+body's objects and configs stand for (:mod:`keras_pickle._safe_policy`; first, a
+newer Keras's config keys this one lacks are dropped or refused by
+:mod:`keras_pickle._skew`) and holds Keras's own safe mode for the whole rebuild,
+rebuilds the object (:mod:`keras_pickle._payload`), runs the hooks registered with
 :func:`after_restore` (``install()`` registers "install on first load", so
 that a worker that received a model sends results back the same way), and
-raises only :class:`~keras_pickle.KerasUnpicklingError` subclasses.
+raises only :class:`~keras_pickle.KerasUnpicklingError` subclasses; when the payload comes from
+another Keras, backend or format version, their message names both sides.
 
 The function is defined here and published as ``keras_pickle._format.restore``
 (``_format`` is a thin module at the top of the package): that dotted path is
@@ -25,6 +27,7 @@ from .. import _options
 from .._keras3 import records as _records
 from .._rebuild import payload as _rebuild_payload
 from .._rebuild import safe_policy as _safe_policy
+from .._rebuild import skew as _skew
 from .._wire import schema
 from .._wire.refs import InertReference
 from .._wire.reprs import shorten
@@ -55,22 +58,27 @@ def restore(header, body):
 
     This is the function every keras_pickle pickle calls; its path is part of the format.
     """
-    header = schema.check_header(header)
-    safe_mode = _options.load_options().safe_mode
-    body = schema.check_body(header, body, is_custom_object=_custom_object_check(safe_mode))
     try:
+        header = schema.check_header(header)
+        safe_mode = _options.load_options().safe_mode
+        body = schema.check_body(header, body, is_custom_object=_custom_object_check(safe_mode))
+        body = _skew.adapt_body(header, body)  # a newer Keras's config keys this one lacks
         with _safe_policy.keras_safe_mode(safe_mode):
             if safe_mode:
                 _safe_policy.vet_body(body)
             obj = _rebuild_payload.object_from_payload(header, body, safe_mode=safe_mode)
-    except KerasPickleError:
+    except KerasPickleError as e:
+        _skew.name_sides(e, header)  # from another Keras, backend or format: both sides named
         raise
     except Exception as e:
         root = root_cause(e)
-        raise KerasUnpicklingError(
-            f"Could not rebuild {header.get('class', 'the object')} from its payload: "
-            f"{type(root).__name__}: {shorten(str(root))}",
-            original_error=e,
+        raise _skew.name_sides(
+            KerasUnpicklingError(
+                f"Could not rebuild {_class_of(header)} from its payload: "
+                f"{type(root).__name__}: {shorten(str(root))}",
+                original_error=e,
+            ),
+            header,
         ) from e
     for hook in _after_restore:
         hook()
@@ -102,6 +110,11 @@ def _custom_object_check(safe_mode: bool) -> Callable[[Any], bool]:
     if safe_mode:
         return lambda value: isinstance(value, InertReference)
     return lambda value: callable(value) and value is not restore
+
+
+def _class_of(header: Any) -> str:
+    name = header.get("class") if isinstance(header, dict) else None
+    return shorten(name, 300) if isinstance(name, str) else "the object"
 
 
 def root_cause(error: BaseException) -> BaseException:
