@@ -2,8 +2,8 @@
 
 Objects pickled under ``install(allow=...)`` call one of these two
 reconstructors; their dotted paths are part of the format. The machinery lives
-in :mod:`keras_pickle._opt_in`; like :mod:`keras_pickle._format`, this module
-only publishes the reconstructors and imports :mod:`keras_pickle._install`, so
+in :mod:`keras_pickle._protocol.opt_in`; like :mod:`keras_pickle._format`, this module
+only publishes the reconstructors and imports :mod:`keras_pickle._protocol.install`, so
 that loading one installs keras_pickle. Never rename or remove it.
 """
 

@@ -3,7 +3,7 @@
 ``pickle`` passes a reducer nothing but the protocol. Two questions still
 need an answer: is cloudpickle the pickler (it writes classes that no import
 can reach by value, where plain pickle fails), and which operation is this
-(:mod:`keras_pickle._stream`). Both are read off the call stack: a
+(:mod:`keras_pickle._protocol.stream`). Both are read off the call stack: a
 pure-Python pickler (joblib's, dill's, ``pickle._Pickler``) or a pickler
 subclass with Python methods (cloudpickle's ``Pickler.dump``) has a frame
 whose ``self`` is the pickler; the C pickler's ``pickle.dumps`` and

@@ -2,7 +2,7 @@
 
 * A subclassed layer or model whose config cannot recover its constructor
   arguments, and whose arguments keras_pickle did not record
-  (:mod:`keras_pickle._records`; objects constructed before ``install()``).
+  (:mod:`keras_pickle._keras3.records`; objects constructed before ``install()``).
 * A Lambda layer whose lambda reads a module global.
 
 Each check raises a :class:`~keras_pickle.KerasPicklingError` subclass that

@@ -83,7 +83,7 @@ def collect(config: dict, live: Any) -> dict[str, Any]:
     """Map every custom-object lookup key in ``config`` to its object.
 
     ``live``: the object the config was produced from, or its
-    :class:`~keras_pickle._census.Census`; classes and functions found on its
+    :class:`~keras_pickle._keras3.census.Census`; classes and functions found on its
     layers resolve names that no module exposes (classes defined inside
     functions, for example). Read only when a name is found nowhere else.
 

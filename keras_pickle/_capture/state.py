@@ -16,10 +16,10 @@ from ..errors import StateMismatchError
 def capture(obj: Any, *, skip: set[int] = frozenset(), held: list[tuple[Any, str, str]] = ()) -> CapturedState:
     """Every piece of ``obj``'s state, as numpy snapshots: training or assigning ``obj`` later never changes them.
 
-    ``obj``: a layer or model, or its :class:`~keras_pickle._census.Census` (read, never walked again).
+    ``obj``: a layer or model, or its :class:`~keras_pickle._keras3.census.Census` (read, never walked again).
 
     ``skip``: ``id()`` of variables that travel elsewhere (those of layers given
-    to a recorded constructor, :mod:`keras_pickle._construct`). ``held``:
+    to a recorded constructor, :mod:`keras_pickle._keras3.construct`). ``held``:
     ``(optimizer, path, config_json)`` of the optimizers the model holds besides
     ``model.optimizer``.
     """

@@ -14,6 +14,7 @@ from .._capture import checks as _dump_checks
 from .._capture import custom_objects as _custom_objects
 from .._capture import payload as _capture_payload
 from .._keras3 import records as _records
+from .._rebuild.registered import LOCAL_CLASS_REMEDIES
 from ..errors import CustomObjectError, KerasPickleError, KerasPicklingError
 
 
@@ -44,9 +45,8 @@ def layer_failure(layer: Any) -> tuple[BaseException | None, dict]:
 def _loads_here_only(ref: Any) -> CustomObjectError:
     return CustomObjectError(
         f"{ref.qualified_name} is defined inside a function and not registered with Keras: pickle carries it by a "
-        "name that resolves in this process only, so a copy loads here and nowhere else (a worker fails). Define "
-        "it at module level, register it with @keras.saving.register_keras_serializable() (it then travels by its "
-        "registered name), or send it with cloudpickle (loky, Dask and Ray do), which stores such a class by value.",
+        "name that resolves in this process only, so a copy loads here and nowhere else (a worker fails). "
+        + LOCAL_CLASS_REMEDIES,
         name=ref.qualified_name,
         module=getattr(ref.target, "__module__", None),
     )
@@ -64,7 +64,7 @@ def own_constructor_failure(layer: Any) -> KerasPickleError | None:
 def recorded_arguments(layer: Any, path: str) -> list[tuple[str, Any]]:
     """``(path, value)`` of every constructor argument keras_pickle recorded for ``layer`` or a layer in it.
 
-    Those travel in the pickle beside the config (``keras_pickle._construct``),
+    Those travel in the pickle beside the config (``keras_pickle._keras3.construct``),
     so each must pickle; a path names the argument (``vae.decoder``).
     """
     found = []

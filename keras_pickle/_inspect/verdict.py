@@ -16,13 +16,12 @@ import dataclasses
 import sys
 from typing import Any
 
-from .._reader.allowlist import CALLABLE_GLOBALS, LIBRARY_PACKAGES, is_stdlib, package_of
+from .._reader.allowlist import CALLABLE_GLOBALS, KERAS_PACKAGES, LIBRARY_PACKAGES, is_stdlib, package_of
 from .._reader.safe import resolve_as_defined
 from .._wire import configs
 from ..errors import UnsafePayloadError
 from .values import Global, short
 
-KERAS_PACKAGES = ("keras", "tf_keras")
 REFUSED_LAYER_NAMES = ("Lambda", *configs.FOREIGN_LAYERS)
 
 
@@ -75,7 +74,6 @@ def judge(globals_named: list[tuple[str, str]], custom: Any, config: Any) -> Ver
 
 def _through_table(ref: dict, table: dict) -> Global | None:
     """The custom object Keras would use for ``ref`` (it consults custom objects first), as the stream names it."""
-    is_function = ref.get("class_name") == "function"
-    key = ref.get("config") if is_function else ref.get("registered_name", ref.get("class_name"))
+    key = configs.custom_object_key(ref)
     value = table.get(key) if isinstance(key, str) else None
     return value if isinstance(value, Global) else None

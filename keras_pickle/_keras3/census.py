@@ -3,7 +3,7 @@
 Everything that reads a model's structure while pickling it (variable keys, the places of layers
 that keep state outside their variables or hold metrics, the layers a config rebuilds for the
 dump-time checks, the classes and functions custom objects may be found among) reads it from one
-:class:`Census`: one walk of the layers (:func:`keras_pickle._names.survey`) and one read of
+:class:`Census`: one walk of the layers (:func:`keras_pickle._keras3.names.survey`) and one read of
 ``model.variables``. A census describes the model as it was when taken; take a new one after
 changing the model's structure.
 """
@@ -21,7 +21,7 @@ class Census:
 
     ``layers``: ``root`` and every layer in it, each once, depth first. ``places``:
     ``id(layer) -> place``. ``variables``: ``root.variables``; ``variable_keys``: their
-    process-independent keys (:func:`keras_pickle._names.variable_keys`), in the same order.
+    process-independent keys (:func:`keras_pickle._keras3.names.variable_keys`), in the same order.
     """
 
     def __init__(self, root: Any):

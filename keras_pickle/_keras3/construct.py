@@ -1,7 +1,7 @@
 """Layers and models rebuilt from their recorded constructor arguments instead of a config.
 
 When ``install()`` ran before such an object was constructed
-(:mod:`keras_pickle._records`), its config is a placeholder,
+(:mod:`keras_pickle._keras3.records`), its config is a placeholder,
 ``{"name": ..., "keras_pickle_constructed": i}``, and the payload carries
 ``(class, args, kwargs)`` as entry ``i`` of its ``constructed`` list. The
 arguments travel in the same pickle stream as the object: a model passed to

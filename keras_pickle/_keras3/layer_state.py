@@ -6,7 +6,7 @@
 * A stateful RNN's carried ``states`` (Keras variables that
   ``model.variables`` leaves out).
 
-Each piece is keyed by the layer's place (:attr:`keras_pickle._names.Survey.places`:
+Each piece is keyed by the layer's place (:attr:`keras_pickle._keras3.names.Survey.places`:
 ``preprocessor/tokenizer``), so that a layer the original created late (a
 KerasHub preprocessor builds its packer on first use) shifts nothing; a
 piece with no layer at its place in the rebuilt object is an error that

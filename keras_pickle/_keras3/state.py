@@ -10,7 +10,7 @@
   the model holds as an attribute (keras.io's GAN: ``d_optimizer``,
   ``g_optimizer``), with the variables it was built for.
 * ``layer_states``: state kept outside Keras variables
-  (:mod:`keras_pickle._layer_state`): vocabularies, assets, carried RNN states.
+  (:mod:`keras_pickle._keras3.layer_state`): vocabularies, assets, carried RNN states.
 
 Each value is stored with a key that names its place in the model and does
 not depend on the process (``_names.variable_keys``: ``block/dense/kernel``).
@@ -21,7 +21,7 @@ payloads), and every pair is checked for shape and dtype.
 
 A payload written under another backend may hold an integer variable in
 another dtype (int64 iterations on TensorFlow, int32 on JAX and PyTorch;
-seed-generator state): :mod:`keras_pickle._convert` converts it, exactly or
+seed-generator state): :mod:`keras_pickle._keras3.convert` converts it, exactly or
 not at all. A payload of the same backend is assigned untouched.
 
 The running totals of a compiled model's compile metrics are not captured:

@@ -1,6 +1,6 @@
 """``install()`` / ``uninstall()``: the mixins' protocol methods on Keras's own classes.
 
-``install()`` copies the protocol methods of :mod:`keras_pickle._mixins` onto
+``install()`` copies the protocol methods of :mod:`keras_pickle._protocol.mixins` onto
 ``keras.Layer``, ``keras.Model``, ``keras.losses.Loss``,
 ``keras.optimizers.Optimizer``, ``keras.metrics.Metric`` and
 ``keras.callbacks.Callback``, so that ``pickle``, ``copy``, joblib, cloudpickle
@@ -76,8 +76,8 @@ def _wrapped(cls: type, name: str, wrap: Callable[[Any], Any]) -> Any:
     """``wrap(Keras's own cls.name, unbound)``, made once per class and name: a hook around Keras's method.
 
     ``Layer.__new__`` / ``Model.__new__`` record constructor and compile() calls
-    (:mod:`keras_pickle._records`); ``Variable.__init__`` lets the deferred rebuild create a
-    variable that has a concrete value (:func:`keras_pickle._deferred.variable_init_hook`).
+    (:mod:`keras_pickle._keras3.records`); ``Variable.__init__`` lets the deferred rebuild create a
+    variable that has a concrete value (:func:`keras_pickle._keras3.deferred.variable_init_hook`).
     """
     hook = _wrappers.get((cls, name))
     if hook is None:

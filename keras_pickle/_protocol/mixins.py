@@ -1,7 +1,7 @@
 """The pickle protocol for Keras classes: one mixin per kind of Keras object.
 
 Each mixin is usable on its own (``class MyModel(LayerPickleMixin,
-keras.Model)``); ``install()`` (:mod:`keras_pickle._install`) copies the mixins' protocol methods onto
+keras.Model)``); ``install()`` (:mod:`keras_pickle._protocol.install`) copies the mixins' protocol methods onto
 Keras's own base classes so that ``pickle``, ``copy``, joblib, cloudpickle
 and friends use keras_pickle for every Keras object.
 

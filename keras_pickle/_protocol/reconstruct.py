@@ -2,10 +2,10 @@
 
 It validates the header before touching the body, the body before decoding
 anything (:mod:`keras_pickle._wire.schema`), in safe mode judges what the
-body's objects and configs stand for (:mod:`keras_pickle._safe_policy`; first, a
+body's objects and configs stand for (:mod:`keras_pickle._rebuild.safe_policy`; first, a
 newer Keras's config keys this one lacks are dropped or refused by
-:mod:`keras_pickle._skew`) and holds Keras's own safe mode for the whole rebuild,
-rebuilds the object (:mod:`keras_pickle._payload`), runs the hooks registered with
+:mod:`keras_pickle._rebuild.skew`) and holds Keras's own safe mode for the whole rebuild,
+rebuilds the object (:mod:`keras_pickle._rebuild.payload`), runs the hooks registered with
 :func:`after_restore` (``install()`` registers "install on first load", so
 that a worker that received a model sends results back the same way), and
 raises only :class:`~keras_pickle.KerasUnpicklingError` subclasses; when the payload comes from

@@ -89,6 +89,10 @@ setters, ``set_random_seed``, ``numpy.save``, ``tf.io.write_file``, an HTTP clie
 process state or touches files, and no model's config needs it."""
 
 
+KERAS_PACKAGES = ("keras", "tf_keras")
+"""The packages Keras itself lives in: no payload's custom object stands for what they define."""
+
+
 def package_of(module: str) -> str:
     return module.split(".", 1)[0]
 
@@ -132,7 +136,3 @@ def refusal(obj: Any, policy: GlobalsPolicy) -> str | None:
         return None
     return f"it is a {type(obj).__name__}, neither a Keras class nor a plain Python function"
 
-
-def library_function_name(module: str, name: str) -> bool:
-    """Whether a global names a function safe mode admits only if Keras vouches for it (the inspector's view)."""
-    return package_of(module) in LIBRARY_PACKAGES and (module, name) not in CALLABLE_GLOBALS

@@ -62,12 +62,12 @@ def rebuild_with_state(blueprint: Blueprint, *, safe_mode: bool) -> Any:
     from :func:`policy_json`) as Keras's global policy: see
     :func:`_global_policy`.
 
-    Variables are first created *deferred* (:mod:`keras_pickle._deferred`:
+    Variables are first created *deferred* (:mod:`keras_pickle._keras3.deferred`:
     Keras records their initializers without running them) and then created
     directly from the saved values: no initializer runs for a value that is
     about to be overwritten, and no variable is written twice. If a layer
     cannot be built that way, the object is rebuilt the ordinary way. The
-    model is compiled afterwards (:mod:`keras_pickle._compile`); its optimizer
+    model is compiled afterwards (:mod:`keras_pickle._keras3.compile`); its optimizer
     is built only if the original's was, with its slots deferred in the same
     way, then the optimizer state loaded.
     """
@@ -170,7 +170,7 @@ def from_config(
     the dict it is given. ``expected_variables`` is how many variables the
     original had; see :func:`_build_sublayers`. ``compile=False`` skips the
     compile config. ``wire=True`` creates a plain Functional's or Sequential's
-    nodes from the specs its config records (:mod:`keras_pickle._graph`).
+    nodes from the specs its config records (:mod:`keras_pickle._keras3.graph`).
     """
     config = json.loads(config_json)
     if safe_mode:

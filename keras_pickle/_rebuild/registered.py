@@ -48,6 +48,13 @@ registered.__module__ = "keras_pickle._format"  # the path payloads name: keras_
 # Classes and functions defined inside a function of this process
 # --------------------------------------------------------------------------
 
+LOCAL_CLASS_REMEDIES = (
+    "Define it at module level, register it with @keras.saving.register_keras_serializable() (it then travels "
+    "by its registered name), or send it with cloudpickle (loky, Dask and Ray do), which stores such a class by "
+    "value."
+)
+"""What to do about a class or function defined inside a function that must load in another process."""
+
 _defined_here: weakref.WeakValueDictionary[str, Any] = weakref.WeakValueDictionary()
 _numbers = itertools.count()
 _PROCESS = f"{os.getpid()}-{os.urandom(6).hex()}"
@@ -78,9 +85,7 @@ def defined_here(token: Any) -> Any:
         shown = str(token).partition("@")[0] if isinstance(token, str) else repr(token)[:200]
         raise KerasUnpicklingError(
             f"The payload names {shown:.200}, a class or function defined inside a function of the process that "
-            "wrote it, so it loads in that process only. Define it at module level, register it with "
-            "@keras.saving.register_keras_serializable() (it then travels by its registered name), or send it "
-            "with cloudpickle (loky, Dask and Ray do), which stores such a class by value."
+            f"wrote it, so it loads in that process only. {LOCAL_CLASS_REMEDIES}"
         )
     if not load_options().safe_mode:
         return obj

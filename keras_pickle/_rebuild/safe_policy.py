@@ -27,13 +27,12 @@ import keras
 from keras.src.api_export import get_symbol_from_name
 from keras.src.saving import object_registration, serialization_lib
 
-from .._reader.allowlist import GlobalsPolicy, package_of, refusal
+from .._reader.allowlist import KERAS_PACKAGES, GlobalsPolicy, package_of, refusal
 from .._wire import configs, schema
 from .._wire.refs import InertReference, unwrap
 from .._wire.reprs import bounded_repr
 from ..errors import LambdaLayerError, UnsafePayloadError
 
-KERAS_PACKAGES = ("keras", "tf_keras")
 _PURE_NAMESPACES = ("activations", "losses", "metrics", "ops")
 _DESERIALIZERS = frozenset({"get", "serialize", "deserialize"})
 
@@ -189,7 +188,7 @@ def resolve_like_keras(ref: dict, custom_objects: dict[str, Any]) -> Any:
     class_name, module = ref.get("class_name"), ref.get("module")
     is_function = class_name == "function"
     name = ref.get("config") if is_function else class_name
-    key = name if is_function else ref.get("registered_name", class_name)
+    key = configs.custom_object_key(ref)
     if not isinstance(name, str):
         return None
     for table in (custom_objects, object_registration.GLOBAL_CUSTOM_OBJECTS):

@@ -22,7 +22,7 @@ def fits(obj: Any, state: CapturedState, *, skip: set[int] = frozenset()) -> boo
     """Whether ``obj``'s variables pair with the payload's one to one, with the same shapes.
 
     Here and in the ``apply_to_*`` functions, ``obj`` is the rebuilt object or its census
-    (:class:`~keras_pickle._census.Census`), which they read instead of walking the model again.
+    (:class:`~keras_pickle._keras3.census.Census`), which they read instead of walking the model again.
     """
     pairs = [(v, key) for v, key in census_of(obj).references if id(v) not in skip]
     if len(pairs) != len(state.variables):

@@ -43,6 +43,14 @@ def keras_class_name(node: dict) -> str | None:
     return class_name.rpartition(".")[2]
 
 
+def custom_object_key(ref: dict) -> Any:
+    """The key Keras's deserializer looks ``ref`` up by in custom objects, before any name of its own:
+    a function's name; a class's registered name (the class name when the entry has none)."""
+    if ref.get("class_name") == "function":
+        return ref.get("config")
+    return ref.get("registered_name", ref.get("class_name"))
+
+
 def _is_lambda_layer(node: dict) -> bool:
     return keras_class_name(node) == "Lambda"
 
