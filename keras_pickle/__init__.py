@@ -26,6 +26,7 @@ from .errors import BackendConversionError as BackendConversionError
 from .errors import ChecksumMismatchError as ChecksumMismatchError
 from .errors import CustomObjectError as CustomObjectError
 from .errors import CustomObjectLoadError as CustomObjectLoadError
+from .errors import DialectError as DialectError
 from .errors import FormatVersionError as FormatVersionError
 from .errors import KerasPickleError as KerasPickleError
 from .errors import KerasPicklingError as KerasPicklingError

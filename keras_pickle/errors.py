@@ -27,6 +27,7 @@ __all__ = [
     "ResourceLimitError",
     "VersionSkewError",
     "CustomObjectLoadError",
+    "DialectError",
 ]
 
 
@@ -194,3 +195,13 @@ class CustomObjectLoadError(KerasUnpicklingError):
         super().__init__(message, original_error=original_error)
         self.name = name
         self.missing_module = missing_module
+
+
+class DialectError(KerasUnpicklingError):
+    """The payload holds a model of a Keras dialect this process cannot rebuild (a tf-keras model where
+    tf-keras is not installed); ``written``: that dialect, ``here``: the dialects this process has."""
+
+    def __init__(self, message: str, *, written: str, here: tuple[str, ...]):
+        super().__init__(message)
+        self.written = written
+        self.here = here

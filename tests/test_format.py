@@ -35,8 +35,8 @@ def reduced(obj, protocol=5):
 def test_header_describes_the_payload():
     model = zoo.trained(zoo.sequential)
     header, body = reduced(model)
-    assert header["format"] == "keras_pickle" and header["format_version"] == keras_pickle.FORMAT_VERSION == 3
-    assert header["keras_version"] == keras.__version__
+    assert header["format"] == "keras_pickle" and header["format_version"] == keras_pickle.FORMAT_VERSION == 4
+    assert header["dialect"] == "keras3" and header["keras_version"] == keras.__version__
     assert header["backend"] == keras.backend.backend() == "tensorflow"
     assert header["class"] == "keras.src.models.sequential.Sequential"
     assert header["kind"] == "layer"
@@ -72,10 +72,10 @@ def test_newer_format_version_names_both_versions():
         with pytest.raises(keras_pickle.FormatVersionError) as info:
             load(data)
         message = str(info.value)
-        assert "format version 7" in message and "up to 3" in message
+        assert "format version 7" in message and f"up to {keras_pickle.FORMAT_VERSION}" in message
         assert f"(Keras {keras.__version__})" in message
         assert "pip install --upgrade keras-pickle" in message
-        assert info.value.found_version == 7 and info.value.supported_version == 3
+        assert info.value.found_version == 7 and info.value.supported_version == keras_pickle.FORMAT_VERSION
         assert isinstance(info.value, pickle.UnpicklingError)
 
 

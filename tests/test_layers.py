@@ -33,6 +33,9 @@ LAYERS = {
     "keras_pickle._reader.": BOTTOM,
     # what one Keras dialect needs (Keras 3), and the per-call context both sides read.
     "keras_pickle._keras3.": KERAS,
+    "keras_pickle._tfkeras.": KERAS,
+    "keras_pickle._dialect": KERAS,
+    "keras_pickle._blueprint": KERAS,
     "keras_pickle._options": KERAS,
     "keras_pickle._pickling_context": KERAS,
     # the dump side and the load side.
@@ -57,7 +60,7 @@ FRAMEWORK_FREE = ("keras_pickle.errors", "keras_pickle.limits", "keras_pickle._v
                   "keras_pickle._reader.", "keras_pickle._inspect.", "keras_pickle.cli", "keras_pickle.__main__",
                   "keras_pickle")  # fmt: skip
 # Imports allowed inside a function: optional dependencies, never a keras_pickle module...
-OPTIONAL = ("dask", "distributed", "ray", "scikeras", "cloudpickle", "ml_dtypes", "rich")
+OPTIONAL = ("dask", "distributed", "ray", "scikeras", "cloudpickle", "ml_dtypes", "rich", "tf_keras")
 # ...except these, each for start-up time: a command imports Keras only when it runs.
 LAZY_COMMANDS = {("keras_pickle.cli", "keras_pickle._check"), ("keras_pickle.cli", "keras_pickle.demo")}
 

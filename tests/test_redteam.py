@@ -27,6 +27,7 @@ import keras_pickle._api  # noqa: F401
 
 pytestmark = pytest.mark.backends  # tests/run_all.py runs this file on every backend
 
+
 def assert_refused(data: bytes, marker, error: type = keras_pickle.UnsafePayloadError) -> Exception:
     """``keras_pickle.loads(data)`` raises ``error``, and had no effect."""
     with Effects(marker) as effects, pytest.raises(error) as info:
@@ -235,9 +236,7 @@ def test_keras_names_of_state_changing_functions_are_refused(marker, compiled_pa
     module, _, name = api_name.rpartition(".")
     ref = {"module": module, "class_name": "function", "config": name, "registered_name": None}
     header, body = compiled_parts
-    body = redteam.edit_config(
-        body, lambda c: c["compile_config"]["optimizer"]["config"].update(learning_rate=ref)
-    )
+    body = redteam.edit_config(body, lambda c: c["compile_config"]["optimizer"]["config"].update(learning_rate=ref))
     assert_refused(redteam.craft(header, body), marker)
 
 
@@ -426,4 +425,3 @@ def test_a_loaded_model_changes_nothing_at_first_use(marker):
     unchanged = {k: v for k, v in keras_globals().items() if not k.endswith("_random")}  # training draws
     assert unchanged == {k: v for k, v in effects.settings.items() if not k.endswith("_random")}
     assert not [e for e in effects.events if e.startswith(("os.", "subprocess.", "socket."))]
-

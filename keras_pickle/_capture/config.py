@@ -9,8 +9,10 @@ import keras
 from keras.src.backend.common import global_state
 from keras.src.saving import serialization_lib
 
+from .. import _dialect
 from .._keras3 import graph as _graph
 from .._keras3 import names as _names
+from .._tfkeras import build as _tfkeras_build
 from ..errors import KerasPicklingError
 
 
@@ -19,8 +21,11 @@ def config_of(obj: Any) -> dict:
 
     Object-sharing ids are canonical (:func:`_names.canonical_config`): the
     config of equal objects is equal in any process. A Functional or
-    Sequential config records its nodes' output specs (:func:`_graph.annotate`).
+    Sequential config records its nodes' output specs (:func:`_graph.annotate`). A tf-keras
+    object's config is tf-keras's own (:func:`keras_pickle._tfkeras.build.config_of`).
     """
+    if _dialect.of(obj) == _dialect.TF_KERAS:
+        return _tfkeras_build.config_of(obj)
     return _graph.annotate(_names.canonical_config(_serialize_with_sharing(obj)), obj)
 
 

@@ -7,7 +7,6 @@ those objects themselves into the payload: plain pickle stores them as import
 references, cloudpickle ships ``__main__``-defined ones by value.
 """
 
-
 from __future__ import annotations
 
 import sys
@@ -17,9 +16,12 @@ from typing import Any
 import keras
 from keras.src.api_export import get_symbol_from_name
 
-from .._keras3.census import Census, census_of
+from .. import _dialect
+from .._keras3.census import census_of
 from .._pickling_context import cloudpickle_is_pickling
 from .._rebuild.registered import defined_here, registered, token_for
+from .._tfkeras import classes as _tfkeras_classes
+from .._tfkeras import walk as _tfkeras_walk
 from .._wire import configs
 from .._wire.refs import InertReference
 from ..errors import CustomObjectError
@@ -97,10 +99,10 @@ def collect(config: dict, live: Any) -> dict[str, Any]:
         keys = lookup_keys(ref)
         if keys <= found.keys():
             continue
-        obj = _from_registry(ref) or _from_module(ref)
+        obj = _from_registry(ref, live) or _from_module(ref)
         if obj is None:
             if index is None:
-                index = _live_index(census_of(live))
+                index = _live_index(*_live_parts(live))
             obj = _from_live(ref, index)
         if obj is None:
             name, module = ref_name(ref), ref.get("module")
@@ -117,11 +119,21 @@ def collect(config: dict, live: Any) -> dict[str, Any]:
     return found
 
 
-def _from_registry(ref: dict) -> Any:
+def _from_registry(ref: dict, live: Any) -> Any:
     registered = ref.get("registered_name")
     if not registered:
         return None
+    if _dialect.of(live) == _dialect.TF_KERAS:
+        return _tfkeras_classes.tf_keras().saving.get_registered_object(registered)
     return keras.saving.get_registered_object(registered)
+
+
+def _live_parts(live: Any) -> tuple[list, Any]:
+    """The layers of ``live`` (an object or its census) and its root, in either dialect."""
+    if _dialect.of(live) == _dialect.TF_KERAS:
+        return _tfkeras_walk.layers(live), live
+    census = census_of(live)
+    return census.layers, census.root
 
 
 def _from_module(ref: dict) -> Any:
@@ -147,8 +159,8 @@ def _from_live(ref: dict, live: dict[str, list[Any]]) -> Any:
     return None
 
 
-def _live_index(census: Census) -> dict[str, list[Any]]:
-    """Classes and functions reachable from the census's layers, indexed by name."""
+def _live_index(layers: list, root: Any) -> dict[str, list[Any]]:
+    """Classes and functions reachable from ``layers`` (and ``root``'s compile config), indexed by name."""
     index: dict[str, list[Any]] = {}
     seen: set[int] = set()
 
@@ -174,9 +186,9 @@ def _live_index(census: Census) -> dict[str, list[Any]]:
         for attr in getattr(value, "__dict__", {}).values():
             add(attr, depth + 1)
 
-    for layer in census.layers:
+    for layer in layers:
         add(layer, 0)
-    compile_config = getattr(census.root, "_compile_config", None)
+    compile_config = getattr(root, "_compile_config", None)
     if compile_config is not None:
         add(getattr(compile_config, "config", None), 0)
     return index

@@ -8,6 +8,7 @@ from typing import Any
 
 import keras
 
+from .. import _dialect
 from .._keras3 import backend as _backend
 from .._keras3 import compile as _compile
 from .._keras3 import construct as _construct
@@ -15,6 +16,7 @@ from .._keras3 import records as _records
 from .._keras3.census import Census
 from .._keras3.state import Blueprint
 from .._options import dump_options
+from .._tfkeras import state as _tfkeras_state
 from .._wire import arrays, schema
 from ..errors import KerasPickleError, KerasPicklingError, UnrecoverableConfigError
 from . import checks as _dump_checks
@@ -44,6 +46,8 @@ def snapshot(layer: Any) -> Blueprint:
 
     One definition for both paths, so that an in-process copy carries exactly what a pickle carries.
     """
+    if _dialect.of(layer) == _dialect.TF_KERAS:
+        return _tf_keras_snapshot(layer)
     _backend.sync_training_state(layer)
     census = Census(layer)
     checked = checked_config(layer, census)
@@ -58,6 +62,18 @@ def snapshot(layer: Any) -> Blueprint:
         constructed=checked.constructed,
         compile_call=compiled.call,
         compile_objects=compiled.marked,
+    )
+
+
+def _tf_keras_snapshot(layer: Any) -> Blueprint:
+    """What travels for a tf-keras layer or model: its config, the custom objects it names, its state
+    (:mod:`keras_pickle._tfkeras.state`). tf-keras records no constructor or ``compile()`` calls."""
+    config = _serialize(layer)
+    return Blueprint(
+        config_json=_config.config_to_json(config, layer),
+        custom_objects=_custom_objects.collect(config, layer),
+        state=_tfkeras_state.capture(layer),
+        dtype_policy="",  # tf-keras layers record their own policies in their configs
     )
 
 
@@ -105,9 +121,7 @@ def layer_payload(layer: Any, protocol: int) -> tuple[dict, dict]:
         "held_optimizers": [
             (h.path, h.config_json, h.built, h.targets, encoded(h.variables)) for h in state.held_optimizers
         ],
-        "constructed": [
-            (_custom_objects.portable(entry.cls), entry.args, entry.kwargs) for entry in taken.constructed
-        ],
+        "constructed": [(_custom_objects.portable(entry.cls), entry.args, entry.kwargs) for entry in taken.constructed],
         "compile_call": taken.compile_call,
         "compile_objects": taken.compile_objects,
     }
@@ -128,13 +142,16 @@ def config_payload(obj: Any, kind: str) -> tuple[dict, dict]:
 
 def _header(obj: Any, kind: str, body: dict) -> dict:
     cls = type(obj)
+    dialect = _dialect.of(obj)
     return schema.make_header(
         class_path=f"{cls.__module__}.{cls.__qualname__}",
         kind=kind,
         body=body,
         checksum=dump_options().checksum,
-        keras_version=keras.__version__,
-        backend=_backend.backend_name(),
+        dialect=dialect,
+        keras_version=keras.__version__ if dialect == _dialect.KERAS3 else _dialect.version(dialect),
+        # tf-keras runs on TensorFlow whatever Keras 3's backend is.
+        backend=_backend.backend_name() if dialect == _dialect.KERAS3 else "tensorflow",
     )
 
 

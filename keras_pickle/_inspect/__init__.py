@@ -104,8 +104,7 @@ def inspect_all(
             raise
         except Exception as e:  # malformed input must never escape as anything else
             raise NotAPayloadError(
-                f"Not a keras_pickle payload: {source} could not be read "
-                f"({type(e).__name__}: {shorten(str(e), 300)}).",
+                f"Not a keras_pickle payload: {source} could not be read ({type(e).__name__}: {shorten(str(e), 300)}).",
                 found=source,
                 original_error=e,
             ) from e

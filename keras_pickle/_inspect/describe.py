@@ -91,9 +91,7 @@ def describe(stream: Stream, payload: Call, *, verify: bool, buffers: list | Non
     if claimed_n != n_variables:
         warnings.append(f"the header claims {short(claimed_n)} variables, the body holds {n_variables}")
     if claimed_bytes != weight_bytes:
-        warnings.append(
-            f"the header claims {short(claimed_bytes)} weight bytes, the body's shapes need {weight_bytes}"
-        )
+        warnings.append(f"the header claims {short(claimed_bytes)} weight bytes, the body's shapes need {weight_bytes}")
 
     custom = body.get("custom_objects", {})
     custom_objects: list[str] = []

@@ -139,7 +139,6 @@ def short(value: Any) -> str:
     return _SHORT_REPR.repr(value)
 
 
-
 def some(items: Iterable[str], limit: int = 8, more: bool = False) -> str:
     """At most ``limit`` of the distinct ``items``; ``more``: items were left out before they got here."""
     distinct = list(dict.fromkeys(items))

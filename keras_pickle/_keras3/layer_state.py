@@ -16,7 +16,6 @@ in ``_flatten_layers()``, and load as they did.
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import tempfile
 from typing import Any
@@ -24,18 +23,10 @@ from typing import Any
 import keras
 import numpy as np
 
+from .._blueprint import LayerState as LayerState
 from ..errors import StateMismatchError
 from . import backend as _backend
 from .census import census_of
-
-
-@dataclasses.dataclass
-class LayerState:
-    # The layer's place (a str); an int: its index in _flatten_layers() (format versions 1 and 2).
-    place: str | int
-    own_variables: list[tuple[str, np.ndarray]]
-    assets: list[tuple[str, bytes]]
-
 
 # Keys of state Keras keeps outside ``model.variables``, in a layer's own-variables store.
 STATES_PREFIX = "keras_pickle:states/"

@@ -28,42 +28,15 @@ The running totals of a compiled model's compile metrics are not captured:
 Keras resets them at the start of every ``fit`` / ``evaluate``.
 """
 
-
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
-import numpy as np
-
+from .._blueprint import Blueprint as Blueprint
+from .._blueprint import CapturedState as CapturedState
+from .._blueprint import HeldOptimizer as HeldOptimizer
+from .._blueprint import describe as describe
 from .census import census_of
-from .layer_state import LayerState
-
-
-@dataclasses.dataclass
-class HeldOptimizer:
-    """An optimizer a model holds as an attribute, other than ``model.optimizer``."""
-
-    path: str
-    config_json: str
-    built: bool
-    # Positions, in the model's variables, of those it was built for (its trainable variables).
-    targets: list[int]
-    variables: list[tuple[str, np.ndarray]]
-
-
-@dataclasses.dataclass
-class CapturedState:
-    variables: list[tuple[str, np.ndarray]]
-    optimizer_variables: list[tuple[str, np.ndarray]]
-    layer_states: list[LayerState]
-    # An unbuilt optimizer holds only iterations and learning rate; the
-    # rebuilt one may already be built (compile_from_config builds it).
-    optimizer_built: bool = True
-    # The backend that wrote the payload (loading only); None: this process.
-    backend: str | None = None
-    metric_variables: list[tuple[str, np.ndarray]] = dataclasses.field(default_factory=list)
-    held_optimizers: list[HeldOptimizer] = dataclasses.field(default_factory=list)
 
 
 def metric_variables(obj: Any) -> list[tuple[str, Any]]:
@@ -87,23 +60,3 @@ def optimizer_of(obj: Any):
     if optimizer is None or not hasattr(optimizer, "variables"):
         return None
     return optimizer
-
-
-def describe(obj: Any) -> str:
-    return f"{type(obj).__name__} '{getattr(obj, 'name', '?')}'"
-
-
-@dataclasses.dataclass(frozen=True)
-class Blueprint:
-    """Everything a layer or model is rebuilt from: what a payload's body decodes to, and what
-    ``copy.deepcopy`` takes from the live object (``_capture.payload.snapshot``)."""
-
-    config_json: str
-    custom_objects: dict[str, Any]
-    state: Any  # a CapturedState
-    dtype_policy: str | None = None
-    # Objects rebuilt from recorded constructor calls (_construct.Constructed), by placeholder index.
-    constructed: list = dataclasses.field(default_factory=list)
-    # A recorded compile() call to replay (_compile), and the configs of the optimizers it marks.
-    compile_call: Any = None
-    compile_objects: dict = dataclasses.field(default_factory=dict)

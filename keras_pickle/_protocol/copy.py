@@ -14,6 +14,7 @@ import dataclasses
 from copy import deepcopy
 from typing import Any
 
+from .. import _dialect
 from .._capture import config as _config
 from .._capture import custom_objects as _custom_objects
 from .._capture import payload as _capture_payload
@@ -21,6 +22,7 @@ from .._keras3 import construct as _construct
 from .._keras3 import records as _records
 from .._rebuild import build as _build
 from .._rebuild import state as _rebuild_state
+from .._tfkeras import build as _tfkeras_build
 from ..errors import StateMismatchError
 
 
@@ -45,7 +47,10 @@ def copy_layer(layer: Any, memo: dict) -> Any:
             for entry in taken.constructed
         ]
         taken = dataclasses.replace(taken, constructed=constructed, compile_call=deepcopy(taken.compile_call, memo))
-    twin = _build.rebuild_with_state(taken, safe_mode=False)
+    if _dialect.of(layer) == _dialect.TF_KERAS:
+        twin = _tfkeras_build.rebuild_with_state(taken, safe_mode=False)
+    else:
+        twin = _build.rebuild_with_state(taken, safe_mode=False)
     memo[id(layer)] = twin
     _record_parts(layer, twin, memo)
     return twin

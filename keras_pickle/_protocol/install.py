@@ -24,6 +24,7 @@ from .. import integrations
 from .._keras3 import deferred as _deferred
 from .._keras3 import records as _records
 from .._keras3.signatures import CACHED_INSPECT
+from .._tfkeras import classes as _tfkeras_classes
 from . import opt_in as _opt_in
 from .mixins import (
     PROTOCOL_ATTRS,
@@ -54,11 +55,34 @@ def _targets() -> list[tuple[type, type]]:
     ]
 
 
+_REDUCERS = ("__reduce_ex__", "__reduce__")
+
+
+def _tf_keras_targets() -> list[tuple[type, type, tuple[str, ...]]]:
+    """tf-keras's classes and what they receive, once tf-keras is imported (never imported from here).
+
+    Optimizers and metrics receive the refusal only: their copies stay tf-keras's own.
+    """
+    if not _tfkeras_classes.is_imported():
+        return []
+    bases = _tfkeras_classes.protocol_bases()
+    return [
+        (bases["layer"], LayerPickleMixin, PROTOCOL_ATTRS),
+        (bases["model"], LayerPickleMixin, PROTOCOL_ATTRS),  # tf-keras's Model defines its own
+        (bases["loss"], LossPickleMixin, PROTOCOL_ATTRS),
+        (bases["optimizer"], OptimizerPickleMixin, _REDUCERS),
+        (bases["legacy_optimizer"], OptimizerPickleMixin, _REDUCERS),
+        (bases["metric"], MetricPickleMixin, _REDUCERS),
+        (bases["callback"], CallbackPickleMixin, PROTOCOL_ATTRS),
+    ]
+
+
 def _patches() -> list[tuple[type, str, Callable]]:
     patches = []
-    for cls, mixin in _targets():
+    targets = [(cls, mixin, PROTOCOL_ATTRS) for cls, mixin in _targets()] + _tf_keras_targets()
+    for cls, mixin, names in targets:
         for klass in mixin.__mro__:
-            for name in PROTOCOL_ATTRS:
+            for name in names:
                 if name in klass.__dict__ and not any(p[:2] == (cls, name) for p in patches):
                     patches.append((cls, name, klass.__dict__[name]))
     for cls in (keras.Layer, keras.Model):

@@ -15,6 +15,7 @@ import pickle
 from collections.abc import Callable
 from typing import Any
 
+from .. import _dialect
 from .._capture import payload as _capture_payload
 from .._keras3 import records as _records
 from ..errors import PickleRefusedError
@@ -96,6 +97,12 @@ class LossPickleMixin:
         return self.__reduce_ex__(pickle.DEFAULT_PROTOCOL)
 
 
+def _opt_in_covers(kind: str, obj: Any) -> bool:
+    """Whether ``install(allow=(kind,))`` can pickle ``obj``: every kind for Keras 3; callbacks for tf-keras,
+    whose metrics and optimizers are carried by the model they belong to."""
+    return kind == "callbacks" or _dialect.of(obj) == _dialect.KERAS3
+
+
 def _refusal(why: str, instead: str, kind: str) -> tuple[Callable, Callable]:
     """``__reduce_ex__`` / ``__reduce__`` that refuse with ``why`` and ``instead``.
 
@@ -108,7 +115,9 @@ def _refusal(why: str, instead: str, kind: str) -> tuple[Callable, Callable]:
     def refuse(obj):
         cls = type(obj)
         opt_in = f" Or opt in: keras_pickle.install(allow=({kind!r},)) pickles {kind} with their complete state."
-        if kind == "optimizers":
+        if not _opt_in_covers(kind, obj):
+            opt_in = ""
+        elif kind == "optimizers":
             opt_in = "" if getattr(obj, "built", False) else opt_in.replace(" with", " that are not built yet, with")
         name = _opt_in.public_name(cls)
         owned = _records.owner(obj)
@@ -124,7 +133,7 @@ def _refusal(why: str, instead: str, kind: str) -> tuple[Callable, Callable]:
     def reduce(obj, protocol):
         # An explicit opt-in wins (the object alone, with its complete state), except for a built
         # optimizer, which allow= never covers; then "its model's" if that model went first; else no.
-        allowed = _opt_in.allows(kind, obj)
+        allowed = _opt_in.allows(kind, obj) and _opt_in_covers(kind, obj)
         if allowed and not (kind == "optimizers" and getattr(obj, "built", False)):
             return _opt_in.allowed_reduce(obj, kind, protocol)
         owned = _records.owner(obj)

@@ -165,6 +165,7 @@ def restore_with_state(header, body, state):
 
 def _checked_state(state: Any) -> dict:
     """``state`` if it is what :func:`allowed_reduce` writes, else KerasUnpicklingError."""
+
     def corrupt(why: str) -> KerasUnpicklingError:
         return KerasUnpicklingError(f"Corrupt keras_pickle payload: the saved state {why}.")
 
@@ -198,9 +199,7 @@ def restore_callback(cls, attributes):
     """
     cls = unwrap(cls)
     if not (isinstance(cls, type) and issubclass(cls, keras.callbacks.Callback)):
-        raise KerasUnpicklingError(
-            f"Corrupt keras_pickle payload: {bounded_repr(cls)} is not a Keras callback class."
-        )
+        raise KerasUnpicklingError(f"Corrupt keras_pickle payload: {bounded_repr(cls)} is not a Keras callback class.")
     if not (isinstance(attributes, dict) and all(_attribute_name(k) for k in attributes)):
         raise KerasUnpicklingError("Corrupt keras_pickle payload: a callback's attributes are not a dict of names.")
     obj = cls.__new__(cls)

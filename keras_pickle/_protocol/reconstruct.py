@@ -23,7 +23,7 @@ from typing import Any
 
 import keras
 
-from .. import _options
+from .. import _dialect, _options
 from .._keras3 import records as _records
 from .._rebuild import payload as _rebuild_payload
 from .._rebuild import safe_policy as _safe_policy
@@ -60,12 +60,15 @@ def restore(header, body):
     """
     try:
         header = schema.check_header(header)
+        dialect = schema.dialect_of(header)
+        _dialect.require(dialect, header["keras_version"])  # tf-keras: imported, or both sides named
         safe_mode = _options.load_options().safe_mode
         body = schema.check_body(header, body, is_custom_object=_custom_object_check(safe_mode))
-        body = _skew.adapt_body(header, body)  # a newer Keras's config keys this one lacks
-        with _safe_policy.keras_safe_mode(safe_mode):
+        if dialect == _dialect.KERAS3:
+            body = _skew.adapt_body(header, body)  # a newer Keras's config keys this one lacks
+        with _safe_policy.keras_safe_mode(safe_mode, dialect):
             if safe_mode:
-                _safe_policy.vet_body(body)
+                _safe_policy.vet_body(body, dialect)
             obj = _rebuild_payload.object_from_payload(header, body, safe_mode=safe_mode)
     except KerasPickleError as e:
         _skew.name_sides(e, header)  # from another Keras, backend or format: both sides named
@@ -74,8 +77,7 @@ def restore(header, body):
         root = root_cause(e)
         raise _skew.name_sides(
             KerasUnpicklingError(
-                f"Could not rebuild {_class_of(header)} from its payload: "
-                f"{type(root).__name__}: {shorten(str(root))}",
+                f"Could not rebuild {_class_of(header)} from its payload: {type(root).__name__}: {shorten(str(root))}",
                 original_error=e,
             ),
             header,

@@ -135,4 +135,3 @@ def refusal(obj: Any, policy: GlobalsPolicy) -> str | None:
             )
         return None
     return f"it is a {type(obj).__name__}, neither a Keras class nor a plain Python function"
-

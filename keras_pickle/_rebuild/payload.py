@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from .. import _dialect
 from .._keras3 import construct as _construct
 from .._keras3 import state as _model_state
 from .._keras3.layer_state import LayerState
 from .._keras3.state import Blueprint
-from .._wire import arrays
+from .._tfkeras import build as _tfkeras_build
+from .._wire import arrays, schema
 from .._wire.refs import unwrap
 from .._wire.schema import KIND_LAYER
 from ..errors import KerasUnpicklingError
@@ -20,7 +22,10 @@ def object_from_payload(header: dict, body: dict, *, safe_mode: bool) -> Any:
     if not isinstance(custom_objects, dict):
         raise KerasUnpicklingError("Corrupt keras_pickle payload: custom_objects is not a dict.")
     custom_objects = {str(name): unwrap(obj) for name, obj in custom_objects.items()}
+    tf_keras = schema.dialect_of(header) == _dialect.TF_KERAS
     if header.get("kind") != KIND_LAYER:
+        if tf_keras:
+            return _tfkeras_build.from_config(body["config"], custom_objects, safe_mode=safe_mode)
         return _build.from_config(body["config"], custom_objects, safe_mode=safe_mode)
     blueprint = Blueprint(
         config_json=body["config"],
@@ -31,6 +36,8 @@ def object_from_payload(header: dict, body: dict, *, safe_mode: bool) -> Any:
         compile_call=body.get("compile_call"),
         compile_objects=body.get("compile_objects") or {},
     )
+    if tf_keras:
+        return _tfkeras_build.rebuild_with_state(blueprint, safe_mode=safe_mode)
     return _build.rebuild_with_state(blueprint, safe_mode=safe_mode)
 
 

@@ -27,7 +27,11 @@ import keras
 from keras.src.api_export import get_symbol_from_name
 from keras.src.saving import object_registration, serialization_lib
 
+from .. import _dialect
 from .._reader.allowlist import KERAS_PACKAGES, GlobalsPolicy, package_of, refusal
+from .._tfkeras import build as _tfkeras_build
+from .._tfkeras import classes as _tfkeras_classes
+from .._tfkeras import safe as _tfkeras_safe
 from .._wire import configs, schema
 from .._wire.refs import InertReference, unwrap
 from .._wire.reprs import bounded_repr
@@ -83,21 +87,33 @@ def vouched_function(function: Any) -> bool:
 
 
 def globals_policy() -> GlobalsPolicy:
-    """What the restricted reader lets a stream name (see :mod:`keras_pickle._reader.allowlist`)."""
+    """What the restricted reader lets a stream name (see :mod:`keras_pickle._reader.allowlist`):
+    Keras 3's saveable classes, and tf-keras's where tf-keras is imported (a tf-keras payload imports
+    it before the stream is read: :func:`keras_pickle._dialect.require`)."""
+    if not _tfkeras_classes.is_imported():
+        return GlobalsPolicy(
+            allowed_bases=safe_mode_bases(),
+            refused_bases=tuple(refused_layer_classes()),
+            vouched_function=vouched_function,
+        )
     return GlobalsPolicy(
-        allowed_bases=safe_mode_bases(),
-        refused_bases=tuple(refused_layer_classes()),
-        vouched_function=vouched_function,
+        allowed_bases=safe_mode_bases() + _tfkeras_safe.safe_mode_bases(),
+        refused_bases=tuple(refused_layer_classes()) + tuple(_tfkeras_safe.refused_layer_classes()),
+        vouched_function=lambda f: vouched_function(f) or _tfkeras_safe.vouched_function(f),
     )
 
 
 @contextlib.contextmanager
-def keras_safe_mode(safe_mode: bool) -> Iterator[None]:
+def keras_safe_mode(safe_mode: bool, dialect: str = _dialect.KERAS3) -> Iterator[None]:
     """Within, when ``safe_mode``: Keras's own safe mode is on for this thread, whatever
     ``keras.config.enable_unsafe_deserialization()`` said before (Keras's scope is thread-local and
-    is restored on exit)."""
+    is restored on exit); tf-keras's, for a tf-keras payload."""
     if not safe_mode:
         yield
+        return
+    if dialect == _dialect.TF_KERAS:
+        with _tfkeras_build.safe_mode_scope(True):
+            yield
         return
     with serialization_lib.SafeModeScope(True):
         yield
@@ -113,10 +129,11 @@ def is_keras_builtin(obj: Any) -> bool:
     return package_of(getattr(obj, "__module__", "") or "") in KERAS_PACKAGES
 
 
-def vet_body(body: dict) -> None:
+def vet_body(body: dict, dialect: str = _dialect.KERAS3) -> None:
     """Refuse, before Keras builds anything, a body whose objects stand for what safe mode refuses.
 
-    ``body`` has passed the schema's checks (its custom objects are inert references).
+    ``body`` has passed the schema's checks (its custom objects are inert references). A tf-keras
+    body's configs are judged as tf-keras resolves them (:mod:`keras_pickle._tfkeras.safe`).
     """
     custom_objects = {key: unwrap(value) for key, value in body.get("custom_objects", {}).items()}
     policy = globals_policy()
@@ -134,8 +151,9 @@ def vet_body(body: dict) -> None:
             raise UnsafePayloadError(
                 f"Safe mode refused {what}: recorded constructor calls are made for user classes only.", what=what
             )
+    vet = _tfkeras_safe.vet_config if dialect == _dialect.TF_KERAS else vet_config
     for text in _config_texts(body):
-        vet_config(schema.parse_config(text, "a config it holds"), custom_objects)
+        vet(schema.parse_config(text, "a config it holds"), custom_objects)
 
 
 def _config_texts(body: dict) -> Iterator[str]:

@@ -39,6 +39,7 @@ from typing import Any
 
 import keras
 
+from .. import _dialect
 from .._keras3 import backend as _backend
 from .._version import __version__
 from .._wire import configs, schema
@@ -105,24 +106,29 @@ def written_by_newer(header: dict) -> bool:
 
 
 def sides(header: Any) -> str | None:
-    """Writer and reader, when the header's Keras version, backend or format version differs from this process's.
+    """Writer and reader, when the header's Keras dialect, version, backend or format version differs from this
+    process's.
 
     ``"written by Keras 3.15.1 (jax, format 3); loading on Keras 3.10.0 (jax, keras_pickle 0.3.0,
-    reads format 3)"``; ``None`` when nothing differs (or the header is no dict).
+    reads format 3)"``; a tf-keras payload names tf-keras and its version. ``None`` when nothing
+    differs (or the header is no dict).
     """
     if not isinstance(header, dict):
         return None
+    dialect = header.get("dialect", _dialect.KERAS3)
+    dialect = dialect if dialect in schema.DIALECTS else _dialect.KERAS3
     written = {key: header.get(key) for key in ("keras_version", "backend", "format_version")}
     here = {
-        "keras_version": keras.__version__,
-        "backend": _backend.backend_name(),
+        "keras_version": keras.__version__ if dialect == _dialect.KERAS3 else _dialect.version(dialect),
+        "backend": _backend.backend_name() if dialect == _dialect.KERAS3 else "tensorflow",
         "format_version": schema.FORMAT_VERSION,
     }
     if written == here:
         return None
     keras_version, backend, format_version = (shorten(as_text(value), 40) for value in written.values())
+    keras_name = "Keras" if dialect == _dialect.KERAS3 else "tf-keras"
     return (
-        f"written by Keras {keras_version} ({backend}, format {format_version}); loading on Keras "
+        f"written by {keras_name} {keras_version} ({backend}, format {format_version}); loading on {keras_name} "
         f"{here['keras_version']} ({here['backend']}, keras_pickle {__version__}, reads format {schema.FORMAT_VERSION})"
     )
 

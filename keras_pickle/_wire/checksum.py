@@ -19,7 +19,7 @@ BODY_ONLY_CHECKSUM = "xxh3_64"
 """The checksum of format version 1: the body, custom objects' keys only. Still verified."""
 CHECKSUM_ALGORITHMS = (CHECKSUM_ALGORITHM, BODY_ONLY_CHECKSUM)
 
-# The header fields a checksum covers: all but the checksum itself.
+# The header fields a checksum covers: all but the checksum itself (and "dialect", where there is one).
 CHECKSUMMED_HEADER_FIELDS = (
     "format",
     "format_version",
@@ -61,7 +61,9 @@ def content_checksum(
     digest = xxhash.xxh3_64()
     feed = _feeder(digest)
     if algorithm == CHECKSUM_ALGORITHM:
-        feed("header", *[(key, header.get(key)) for key in CHECKSUMMED_HEADER_FIELDS])
+        # Format version 4 added "dialect"; earlier checksums never fed it.
+        fields = CHECKSUMMED_HEADER_FIELDS + (("dialect",) if "dialect" in header else ())
+        feed("header", *[(key, header.get(key)) for key in fields])
         if custom_object_names is None:
             custom_object_names = {key: qualified_name(v) for key, v in body.get("custom_objects", {}).items()}
         feed("custom_object_names", sorted(custom_object_names.items()))

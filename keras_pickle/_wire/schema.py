@@ -29,11 +29,16 @@ from .configs import count_listed_layers
 from .reprs import as_text, bounded_repr, shorten
 
 FORMAT_NAME = "keras_pickle"
-FORMAT_VERSION = 3
+FORMAT_VERSION = 4
 """Version 2 added the body's ``dtype_policy``, the kinds "metric" and "optimizer", and the
 ``xxh3_64+header`` checksum. Version 3 keys layer state by the layer's place (a string, where
 versions 1 and 2 hold its index) and adds ``metric_variables``, ``held_optimizers``,
-``constructed``, ``compile_call`` and ``compile_objects``. Older payloads load as they always did."""
+``constructed``, ``compile_call`` and ``compile_objects``. Version 4 adds the header's ``dialect``
+(which Keras wrote the payload: :data:`DIALECTS`); versions 1 to 3 are Keras 3's. Older payloads
+load as they always did."""
+DIALECT_KERAS3, DIALECT_TF_KERAS = DIALECTS = ("keras3", "tf_keras")
+"""The Keras dialects a payload may hold: Keras 3 (``keras``), and tf-keras (Keras 2, ``tf_keras``)."""
+DIALECT_NAMES = {DIALECT_KERAS3: "Keras 3", DIALECT_TF_KERAS: "tf-keras (Keras 2)"}
 KIND_LAYER, KIND_LOSS, KIND_METRIC, KIND_OPTIMIZER = KINDS = ("layer", "loss", "metric", "optimizer")
 
 RESTORE = ("keras_pickle._format", "restore")
@@ -52,10 +57,12 @@ DEFINED_HERE = ("keras_pickle._format", "defined_here")
 the payload, which pickle cannot name; it loads in that process only."""
 RECONSTRUCTORS = (RESTORE, RESTORE_WITH_STATE, RESTORE_CALLBACK, PART_OF, REGISTERED, DEFINED_HERE)
 
-HEADER_FIELDS = frozenset(
+HEADER_FIELDS_V3 = frozenset(
     ("format", "format_version", "keras_version", "backend", "class", "kind", "n_variables", "weight_bytes", "checksum")
 )
-"""Every header holds exactly these fields (format versions 1 and 2)."""
+"""Every header of format versions 1 to 3 holds exactly these fields."""
+HEADER_FIELDS = HEADER_FIELDS_V3 | {"dialect"}
+"""Every header of format version 4 holds exactly these fields."""
 
 _CONFIG_BODY_FIELDS = frozenset(("config", "custom_objects"))
 _LAYER_BODY_FIELDS_V1 = _CONFIG_BODY_FIELDS | {"variables", "optimizer_variables", "optimizer_built", "layer_states"}
@@ -69,12 +76,16 @@ _LAYER_BODY_FIELDS = _LAYER_BODY_FIELDS_V2 | {
 }
 
 
-def make_header(*, class_path: str, kind: str, body: dict, checksum: bool, keras_version: str, backend: str) -> dict:
-    """The header of ``body``: what it holds, who wrote it, and (if asked) its checksum."""
+def make_header(
+    *, class_path: str, kind: str, body: dict, checksum: bool, keras_version: str, backend: str, dialect: str
+) -> dict:
+    """The header of ``body``: what it holds, which Keras wrote it (``dialect``, ``keras_version``: that
+    dialect's version), and (if asked) its checksum."""
     arrays = list(body_arrays(body))
     header = {
         "format": FORMAT_NAME,
         "format_version": FORMAT_VERSION,
+        "dialect": dialect,
         "keras_version": keras_version,
         "backend": backend,
         "class": class_path,
@@ -132,7 +143,12 @@ def check_header(header: object) -> dict:
             supported_version=FORMAT_VERSION,
         )
     # A checksum cannot cover its own key: a damaged "checksum" key would turn verification off.
-    check_exact_fields("header", header, HEADER_FIELDS)
+    check_exact_fields("header", header, HEADER_FIELDS if version >= 4 else HEADER_FIELDS_V3)
+    if version >= 4 and header.get("dialect") not in DIALECTS:
+        raise KerasUnpicklingError(
+            "Corrupt keras_pickle payload: its header names an unknown Keras dialect "
+            f"{bounded_repr(header.get('dialect'))} (known: {', '.join(DIALECTS)})."
+        )
     kind = header.get("kind")
     if not (isinstance(kind, str) and kind in KINDS):
         raise KerasUnpicklingError(
@@ -155,6 +171,11 @@ def check_header(header: object) -> dict:
             f"Corrupt keras_pickle payload: invalid checksum {bounded_repr(checksum)} in the header."
         )
     return header
+
+
+def dialect_of(header: dict) -> str:
+    """The Keras dialect a (checked) header's payload holds: format versions 1 to 3 hold Keras 3's."""
+    return header.get("dialect", DIALECT_KERAS3)
 
 
 def check_exact_fields(what: str, fields: dict, expected: frozenset) -> None:

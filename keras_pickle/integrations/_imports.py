@@ -27,6 +27,7 @@ Hook = Callable[[ModuleType], None]
 _HOOKS: dict[str, tuple[Hook, Hook | None, Hook | None]] = {
     # Filled in by activate(): install() itself wins back hooks replaced before it ran.
     "scikeras": (lambda module: None, None, None),
+    "tf_keras": (lambda module: None, None, None),
     "scikeras.wrappers": (_scikeras.patch_wrappers, _scikeras.patch_wrappers, _scikeras.unpatch_wrappers),
     "dask": (_dask.register_tokenize, _dask.register_tokenize, _dask.unregister_tokenize),
     "distributed.protocol": (_dask.register_serializer, _dask.register_serializer, _dask.unregister_serializer),
@@ -94,6 +95,8 @@ def activate(reapply_hooks: Callable[[], None]) -> None:
     classes; it runs right after scikeras is imported (which replaces them).
     """
     _HOOKS["scikeras"] = (lambda module: reapply_hooks(), None, None)
+    # tf-keras imported after install(): its classes receive the protocol too.
+    _HOOKS["tf_keras"] = (lambda module: reapply_hooks(), None, None)
     if not any(finder is _finder for finder in sys.meta_path):
         sys.meta_path.insert(0, _finder)
     for name, (_after_import, on_activate, _undo) in _HOOKS.items():
