@@ -39,7 +39,7 @@ def is_keras_builtin(ref: dict) -> bool:
         # module "builtins" and only their name; it then searches its own
         # modules for that name, as we do here.
         return class_name != "function" or _keras_builtin_function(ref_name(ref)) is not None
-    if isinstance(module, str) and (module == "keras" or module.startswith("keras.")):
+    if isinstance(module, str) and module.split(".", 1)[0] in ("keras", "tf_keras"):  # tf-keras writes both
         return not ref.get("registered_name") or ref.get("registered_name") in (
             class_name,
             ref.get("config"),

@@ -34,6 +34,7 @@ import numpy as np
 from .._protocol import install as _install
 from .._protocol import mixins as _mixins
 from .._protocol import opt_in as _opt_in
+from .._tfkeras import classes as _tfkeras_classes
 from ..errors import PickleRefusedError, UnrecoverableConfigError
 from . import layers
 from .report import CheckReport as CheckReport
@@ -97,7 +98,7 @@ class _Walker:
             self.problem(path, obj, *known)
         elif _is_tensorflow_object(obj):
             self.visit_tensorflow(obj, path)
-        elif isinstance(obj, keras.Layer):
+        elif isinstance(obj, keras.Layer) or _is_tf_keras(obj, "layer"):
             self.visit_layer(obj, path)
         elif (kind := _kind(obj)) is not None:
             self.visit_stateful(obj, path, kind)
@@ -297,7 +298,15 @@ def _kind(obj: Any) -> str | None:
     for cls, kind in _KINDS:
         if isinstance(obj, cls):
             return kind
-    return None
+    for base, kind in (("optimizer", "optimizers"), ("legacy_optimizer", "optimizers"), ("metric", "metrics")):
+        if _is_tf_keras(obj, base):
+            return kind
+    return "callbacks" if _is_tf_keras(obj, "callback") else None
+
+
+def _is_tf_keras(obj: Any, base: str) -> bool:
+    """Whether ``obj`` is an instance of tf-keras's ``base`` class (see ``protocol_bases``), tf-keras imported."""
+    return _tfkeras_classes.is_imported() and isinstance(obj, _tfkeras_classes.protocol_bases()[base])
 
 
 def _type_name(obj: Any) -> str:

@@ -10,7 +10,9 @@ from typing import Any
 import keras
 from keras.src.models.functional import Functional
 
+from .. import _dialect
 from .._capture import checks as _dump_checks
+from .._capture import config as _capture_config
 from .._capture import custom_objects as _custom_objects
 from .._capture import payload as _capture_payload
 from .._keras3 import records as _records
@@ -28,6 +30,8 @@ def layer_failure(layer: Any) -> tuple[BaseException | None, dict]:
 
     The same steps as pickling (:func:`_capture_payload.checked_config`), without reading variables.
     """
+    if _dialect.of(layer) == _dialect.TF_KERAS:
+        return _tf_keras_layer_failure(layer)
     try:
         checked = _capture_payload.checked_config(layer)
         travelling = [*_custom_objects.portable_mapping(checked.custom_objects).values()]
@@ -40,6 +44,24 @@ def layer_failure(layer: Any) -> tuple[BaseException | None, dict]:
         return e, {}
     except Exception as e:
         return KerasPicklingError(f"Cannot pickle {type(layer).__name__}: {type(e).__name__}: {e}"), {}
+
+
+def _tf_keras_layer_failure(layer: Any) -> tuple[BaseException | None, dict]:
+    """:func:`layer_failure` of a tf-keras layer: its config and the custom objects it names."""
+    try:
+        config = _capture_config.config_of(layer)
+        _capture_config.config_to_json(config, layer)
+        custom_objects = _custom_objects.collect(config, layer)
+    except KerasPickleError as e:
+        return e, {}
+    except Exception as e:
+        return KerasPicklingError(f"Cannot pickle {type(layer).__name__}: {type(e).__name__}: {e}"), {}
+    local = [
+        ref
+        for ref in _custom_objects.portable_mapping(custom_objects).values()
+        if isinstance(ref, _custom_objects.DefinedHere)
+    ]
+    return (_loads_here_only(local[0]) if local else None), custom_objects
 
 
 def _loads_here_only(ref: Any) -> CustomObjectError:

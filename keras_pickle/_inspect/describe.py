@@ -151,6 +151,7 @@ def describe(stream: Stream, payload: Call, *, verify: bool, buffers: list | Non
     return PayloadInfo(
         format_version=plain(version),
         keras_version=text("keras_version"),
+        dialect=text("dialect") or ("keras3" if "dialect" not in header else None),
         backend=text("backend"),
         model_class=text("class"),
         kind=text("kind"),

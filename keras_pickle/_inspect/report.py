@@ -43,6 +43,8 @@ class PayloadInfo:
     safe_mode_refuses: bool = False
     """Whether ``keras_pickle.loads`` (safe mode) refuses the payload, as far as the stream, the
     config and this process's imported modules tell; ``warnings`` says why."""
+    dialect: str | None = "keras3"
+    """Which Keras wrote the payload: ``"keras3"`` or ``"tf_keras"`` (format versions 1 to 3: Keras 3)."""
 
     def to_json(self) -> dict[str, Any]:
         """The report as JSON-ready data: every field under its own name (``JSON_KEYS``), in that order.
@@ -72,7 +74,8 @@ class PayloadInfo:
         where = f", {self.out_of_band_buffers} out of band" if self.out_of_band_buffers else ""
         lines = [
             f"keras_pickle payload, format version {self.format_version} (pickle protocol {self.protocol})",
-            f"  written by      Keras {self.keras_version}, backend {self.backend}",
+            f"  written by      {'tf-keras' if self.dialect == 'tf_keras' else 'Keras'} {self.keras_version}, "
+            f"backend {self.backend}",
             f"  object          {self.model_class} ({self.kind})",
             f"  layers          {layers}",
             f"  parameters      {self.n_params:,}",

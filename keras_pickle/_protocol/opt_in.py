@@ -26,6 +26,7 @@ from .. import _options
 from .._capture import payload as _capture_payload
 from .._keras3 import backend as _backend
 from .._rebuild import state as _rebuild_state
+from .._tfkeras import classes as _tfkeras_classes
 from .._wire.arrays import decode_array, encode_array
 from .._wire.refs import unwrap
 from .._wire.reprs import bounded_repr
@@ -77,6 +78,13 @@ def allowed_reduce(obj: Any, kind: str, protocol: int) -> tuple:
     state = _stateful_state(obj)
     encoded = dict(state, kind=kind, variables=[encode_array(p, a, protocol) for p, a in state["variables"]])
     return restore_with_state, (header, body, encoded)
+
+
+def _callback_bases() -> tuple[type, ...]:
+    """Keras's callback base class, and tf-keras's where tf-keras is imported."""
+    if not _tfkeras_classes.is_imported():
+        return (keras.callbacks.Callback,)
+    return (keras.callbacks.Callback, _tfkeras_classes.protocol_bases()["callback"])
 
 
 def _stateful_state(obj: Any) -> dict:
@@ -198,7 +206,7 @@ def restore_callback(cls, attributes):
     the class runs (attributes are set directly).
     """
     cls = unwrap(cls)
-    if not (isinstance(cls, type) and issubclass(cls, keras.callbacks.Callback)):
+    if not (isinstance(cls, type) and issubclass(cls, _callback_bases())):
         raise KerasUnpicklingError(f"Corrupt keras_pickle payload: {bounded_repr(cls)} is not a Keras callback class.")
     if not (isinstance(attributes, dict) and all(_attribute_name(k) for k in attributes)):
         raise KerasUnpicklingError("Corrupt keras_pickle payload: a callback's attributes are not a dict of names.")
