@@ -47,7 +47,7 @@ def name(dialect: str) -> str:
 def require(dialect: str, written_version: str) -> None:
     """Import ``dialect``'s package for a payload that holds one of its models, or raise
     :class:`DialectError` naming both sides: what wrote the payload and what this process has."""
-    if dialect == KERAS3 or TF_KERAS_MODULE in sys.modules:
+    if dialect == KERAS3 or sys.modules.get(TF_KERAS_MODULE) is not None:
         return
     try:
         importlib.import_module(TF_KERAS_MODULE)

@@ -1,13 +1,15 @@
-"""Run the suite on every Keras backend, one pytest process per backend.
+"""Run the suite on every Keras backend, one pytest process per backend, and the tf-keras tests.
 
 The whole suite runs on TensorFlow; every test file marked ``backends``
 (``pytestmark = pytest.mark.backends``: the files whose behaviour depends on
 how a backend stores variables) runs again on JAX and on PyTorch. Keras picks
-its backend once per process, hence one process each::
+its backend once per process, hence one process each. The tests marked
+``tf_keras`` (tf-keras, Keras 2) run in a fourth process of their own::
 
-    python tests/run_all.py                      # all three
+    python tests/run_all.py                      # all four
     python tests/run_all.py --backend jax        # one backend alone (its marked files)
     KERAS_BACKEND=torch python -m pytest -m backends   # the same, by hand
+    python -m pytest -m tf_keras                 # the tf-keras tests alone
 
 Extra arguments go to every pytest run. The exit status is pytest's worst; the last line
 adds up what every run passed and failed.
@@ -24,7 +26,8 @@ import time
 from pathlib import Path
 
 REPO_DIR = Path(__file__).resolve().parent.parent
-BACKENDS = ("tensorflow", "jax", "torch")
+BACKENDS = ("tensorflow", "jax", "torch", "tf-keras")
+"""The pytest runs: Keras 3 on each backend, then tf-keras (on TensorFlow)."""
 OLD_KERAS = ("3.10.0", "3.8.0")
 """Older Keras 3 versions tests/test_version_skew.py writes and reads payloads with; 3.8.0 is the
 oldest pyproject.toml admits. Each goes to its own directory (pure Python; its dependencies are
@@ -44,14 +47,20 @@ def install_old_keras() -> None:
 
 
 def pytest_args(backend: str, extra: list[str]) -> list[str]:
-    marker = [] if backend == "tensorflow" else ["-m", "backends"]
-    return [sys.executable, "-m", "pytest", *marker, *extra]
+    marker = {"tensorflow": "not tf_keras", "tf-keras": "tf_keras"}.get(backend, "backends")
+    return [sys.executable, "-m", "pytest", "-m", marker, *extra]
 
 
 def run_pytest(backend: str, extra: list[str]) -> tuple[int, dict[str, int]]:
     """One backend's pytest run, its output passed through; its exit code and its summary counts."""
     # With the older Keras versions installed, their tests fail rather than skip when they are not found.
-    env = {**os.environ, "KERAS_BACKEND": backend, "TF_CPP_MIN_LOG_LEVEL": "3", "KERAS_PICKLE_REQUIRE_OLD_KERAS": "1"}
+    keras_backend = "tensorflow" if backend == "tf-keras" else backend
+    env = {
+        **os.environ,
+        "KERAS_BACKEND": keras_backend,
+        "TF_CPP_MIN_LOG_LEVEL": "3",
+        "KERAS_PICKLE_REQUIRE_OLD_KERAS": "1",
+    }
     counts: dict[str, int] = {}
     with subprocess.Popen(
         pytest_args(backend, extra), cwd=REPO_DIR, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True

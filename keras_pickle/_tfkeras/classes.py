@@ -17,7 +17,7 @@ def tf_keras() -> ModuleType:
 
 
 def is_imported() -> bool:
-    return "tf_keras" in sys.modules
+    return sys.modules.get("tf_keras") is not None
 
 
 def protocol_bases() -> dict[str, type]:

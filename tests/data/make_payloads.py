@@ -96,7 +96,15 @@ SETS = {
         "layer_checksum": (layer, {"checksum": True}),
         "recorded_checksum": (recorded, {"checksum": True}),
     },
+    4: {
+        "sequential_checksum": (sequential, {"checksum": True}),
+        "functional_checksum": (functional, {"checksum": True}),
+        "recorded_checksum": (recorded, {"checksum": True}),
+    },
 }
+# tf-keras payloads (format version 4 on), written to tf_keras/: tests/test_tf_keras.py loads them, in the
+# tf-keras process.
+TF_KERAS_SETS = {4: ("tf_keras_functional_checksum", "tf_keras_subclassed_checksum")}
 PAYLOADS = {f"v{version}_{name}": spec for version, specs in SETS.items() for name, spec in specs.items()}
 
 
@@ -126,6 +134,23 @@ def main() -> None:
         arrays = {f"var_{i:03d}": value for i, value in enumerate(variables_of(obj))}
         np.savez_compressed(HERE / f"{name}.npz", x=x, y=outputs(obj, x), **arrays)
         print(f"{name}: {len(data)} bytes, {len(arrays)} variables")
+    write_tf_keras_set(x)
+
+
+def write_tf_keras_set(x: np.ndarray) -> None:
+    """The tf-keras payloads of the current format version: tests/tf_keras_models.py's models, trained;
+    ``var_###`` holds every value ``tf_keras_models.all_values`` reads (random-generator states included)."""
+    import tf_keras_models as tm
+
+    x = tm.data(8)[0]
+    for name in TF_KERAS_SETS.get(keras_pickle.FORMAT_VERSION, ()):
+        model = tm.trained("functional" if "functional" in name else "subclassed")
+        data = keras_pickle.dumps(model, checksum=True)
+        name = f"v{keras_pickle.FORMAT_VERSION}_{name}"
+        (HERE / "tf_keras" / f"{name}.pkl").write_bytes(data)
+        arrays = {f"var_{i:03d}": value for i, value in enumerate(tm.all_values(model))}
+        np.savez_compressed(HERE / "tf_keras" / f"{name}.npz", x=x, y=model.predict(x, verbose=0), **arrays)
+        print(f"{name}: {len(data)} bytes, {len(arrays)} values")
 
 
 if __name__ == "__main__":
