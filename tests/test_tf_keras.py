@@ -70,6 +70,20 @@ def test_pickle_round_trip_is_faithful(name):
     assert_faithful(model, restored)
 
 
+@pytest.mark.parametrize("name", list(tm.WITH_DATA))
+def test_vocabularies_statistics_and_applications_travel(name):
+    model, x, y = tm.WITH_DATA[name]()
+    model.fit(x, y, epochs=1, batch_size=8, verbose=0)
+    for restored in (pickle.loads(pickle.dumps(model)), keras_pickle.loads(keras_pickle.dumps(model))):
+        expected, actual = tm.weight_values(model), tm.weight_values(restored)
+        assert len(expected) == len(actual)
+        for a, b in zip(expected, actual):
+            assert a.dtype == b.dtype and (
+                a.tolist() == b.tolist() if a.dtype == object else a.tobytes() == b.tobytes()
+            )
+        assert np.array_equal(model.predict(x, verbose=0), restored.predict(x, verbose=0))
+
+
 def test_every_protocol_and_out_of_band_buffers(models):
     model = models["functional"]
     expected = tm.all_values(model)

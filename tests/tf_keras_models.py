@@ -73,6 +73,52 @@ def sequential() -> tf_keras.Model:
     return model
 
 
+def text_classifier() -> tuple[tf_keras.Model, np.ndarray, np.ndarray]:
+    """keras.io's text classification, small: TextVectorization (its vocabulary is a lookup table, not a
+    variable), Embedding, a Bidirectional GRU with dropout; with its data."""
+    texts = np.array(["the cat sat", "a dog ran far", "the bird flew", "cats and dogs", "a cat ran"] * 4)
+    labels = np.array([0, 1, 0, 1, 1] * 4)
+    vectorize = tf_keras.layers.TextVectorization(max_tokens=20, output_sequence_length=5)
+    vectorize.adapt(texts)
+    inputs = tf_keras.Input((1,), dtype=tf.string)
+    x = tf_keras.layers.Embedding(21, 8)(vectorize(inputs))
+    x = tf_keras.layers.Bidirectional(tf_keras.layers.GRU(4, dropout=0.2))(x)
+    model = tf_keras.Model(inputs, tf_keras.layers.Dense(1, activation="sigmoid")(x))
+    model.compile("adam", "binary_crossentropy", metrics=["accuracy"])
+    return model, texts[:, None], labels
+
+
+def normalized_regressor() -> tuple[tf_keras.Model, np.ndarray, np.ndarray]:
+    """An adapted Normalization layer (its mean and variance tensors derive from its variables) and a Dense."""
+    rng = np.random.default_rng(1)
+    x, y = rng.normal(3.0, 2.0, size=(24, 4)).astype("float32"), rng.normal(size=(24, 2)).astype("float32")
+    normalize = tf_keras.layers.Normalization()
+    normalize.adapt(x)
+    model = tf_keras.Sequential([tf_keras.Input((4,)), normalize, tf_keras.layers.Dense(2)])
+    model.compile("adam", "mse")
+    return model, x, y
+
+
+def mobilenet() -> tuple[tf_keras.Model, np.ndarray, np.ndarray]:
+    """tf_keras.applications.MobileNetV2, small (alpha 0.35, 32x32 inputs, untrained weights)."""
+    rng = np.random.default_rng(2)
+    model = tf_keras.applications.MobileNetV2(weights=None, input_shape=(32, 32, 3), classes=4, alpha=0.35)
+    model.compile("adam", "sparse_categorical_crossentropy")
+    return model, rng.random((8, 32, 32, 3), dtype=np.float32), rng.integers(0, 4, size=(8,))
+
+
+WITH_DATA = {"text": text_classifier, "normalization": normalized_regressor, "mobilenet": mobilenet}
+
+
+def weight_values(model: tf_keras.Model) -> list[np.ndarray]:
+    """Every weight as numpy, a lookup layer's vocabulary (a weight handler's tensors) included."""
+    values = []
+    for weight in list(model.weights) + list(model.optimizer.variables):
+        tensors = weight.get_tensors() if hasattr(weight, "get_tensors") else [weight]
+        values += [tensor.numpy() for tensor in tensors]
+    return values
+
+
 BUILDERS = {"subclassed": subclassed, "functional": functional, "sequential": sequential}
 
 

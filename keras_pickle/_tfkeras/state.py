@@ -7,7 +7,13 @@
   for the rebuilt model's trainable variables and every value assigned in order.
 * ``layer_states``: each random layer's generator (place ``rng/<layer position>``): its RNG type and
   seed counter as a small JSON asset, and, for a ``tf.random.Generator`` (after
-  ``tf_keras.backend.experimental.enable_tf_random_generator()``), the generator's state variable.
+  ``tf_keras.backend.experimental.enable_tf_random_generator()``), the generator's state variable;
+  each lookup table (place ``table/<position>``: the vocabulary of a StringLookup, IntegerLookup or
+  TextVectorization, which tf-keras lists among the weights as a ``TrackableWeightHandler``): numeric
+  tensors as arrays, string tensors as a JSON asset.
+
+After every value is given, each layer's ``finalize_state()`` runs, as tf-keras's own weight loading
+does (Normalization derives its mean and variance tensors there).
 
 Not carried: the running totals of compile metrics (tf-keras resets them at the start of every
 ``fit`` / ``evaluate``), and the state hidden inside TensorFlow's legacy stateful random ops, which
@@ -27,6 +33,7 @@ from . import classes, walk
 
 _RNG_PREFIX = "rng/"
 _RNG_ASSET = "random_generator.json"
+_TABLE_PREFIX = "table/"
 
 
 def read(variable: Any) -> np.ndarray:
@@ -51,7 +58,8 @@ def capture(model: Any) -> CapturedState:
     return CapturedState(
         variables=[(key, read(v)) for key, v in walk.model_variables(model)],
         optimizer_variables=optimizer_variables,
-        layer_states=[_capture_generator(place, generator) for place, generator in walk.random_generators(model)],
+        layer_states=[_capture_generator(place, generator) for place, generator in walk.random_generators(model)]
+        + [_capture_table(place, handler) for place, handler in walk.weight_handlers(model)],
         optimizer_built=optimizer_built,
     )
 
@@ -65,13 +73,53 @@ def _capture_generator(place: str, generator: Any) -> LayerState:
     return LayerState(place=_RNG_PREFIX + place, own_variables=own, assets=[(_RNG_ASSET, json.dumps(facts).encode())])
 
 
+def _capture_table(place: str, handler: Any) -> LayerState:
+    own, assets = [], []
+    for position, tensor in enumerate(handler.get_tensors()):
+        value = tensor.numpy()
+        if value.dtype.kind in "OSU":
+            tokens = [token.decode("utf-8", "surrogateescape") if isinstance(token, bytes) else str(token)
+                      for token in value.reshape(-1).tolist()]  # fmt: skip
+            assets.append((f"{position}.json", json.dumps(tokens).encode()))
+        else:
+            own.append((str(position), np.array(value, copy=True)))
+    return LayerState(place=_TABLE_PREFIX + place, own_variables=own, assets=assets)
+
+
+def _apply_table(handler: Any, layer_state: LayerState, *, where: str) -> None:
+    tensors: dict[int, Any] = {}
+    try:
+        for key, value in layer_state.own_variables:
+            tensors[int(key)] = value
+        for path, content in layer_state.assets:
+            tokens = json.loads(content)
+            if not (isinstance(tokens, list) and all(isinstance(token, str) for token in tokens)):
+                raise ValueError("not a list of strings")
+            tensors[int(path.removesuffix(".json"))] = np.array(
+                [token.encode("utf-8", "surrogateescape") for token in tokens], dtype=object
+            )
+    except (ValueError, TypeError) as e:
+        raise StateMismatchError(f"Corrupt lookup-table state for {where}: {e}.") from e
+    if sorted(tensors) != list(range(handler.num_tensors)):
+        raise StateMismatchError(
+            f"The payload holds {len(tensors)} tensors for {where}, whose table takes {handler.num_tensors}."
+        )
+    handler.set_weights([tensors[position] for position in range(handler.num_tensors)])
+
+
 def apply_to_model(model: Any, state: CapturedState) -> None:
-    """Give ``model`` (rebuilt from the config) every saved variable and random-generator state."""
+    """Give ``model`` (rebuilt from the config) every saved variable, random-generator and lookup-table
+    state, then let each layer finalize its state."""
     targets = [v for _key, v in walk.model_variables(model)]
     assign_in_order(targets, state.variables, owner=describe(model))
     generators = dict(walk.random_generators(model))
+    tables = dict(walk.weight_handlers(model))
     for layer_state in state.layer_states:
         place = str(layer_state.place)
+        if place.startswith(_TABLE_PREFIX) and place.removeprefix(_TABLE_PREFIX) in tables:
+            where = f"lookup table #{place.removeprefix(_TABLE_PREFIX)} of {describe(model)}"
+            _apply_table(tables[place.removeprefix(_TABLE_PREFIX)], layer_state, where=where)
+            continue
         generator = generators.get(place.removeprefix(_RNG_PREFIX)) if place.startswith(_RNG_PREFIX) else None
         if generator is None:
             raise StateMismatchError(
@@ -80,6 +128,9 @@ def apply_to_model(model: Any, state: CapturedState) -> None:
                 path=place,
             )
         _apply_generator(generator, layer_state, where=f"layer #{place} of {describe(model)}")
+    for layer in walk.layers(model):
+        if callable(getattr(layer, "finalize_state", None)):
+            layer.finalize_state()
 
 
 def _apply_generator(generator: Any, layer_state: LayerState, *, where: str) -> None:

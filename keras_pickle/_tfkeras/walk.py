@@ -29,9 +29,22 @@ def keyed(variables: list) -> list[tuple[str, Any]]:
     return [(f"{position}/{short_name(v)}", v) for position, v in enumerate(variables)]
 
 
+def is_weight_handler(weight: Any) -> bool:
+    """A weight that is no variable: a lookup layer's vocabulary table (tf-keras's ``TrackableWeightHandler``)."""
+    return hasattr(weight, "get_tensors") and hasattr(weight, "num_tensors")
+
+
 def model_variables(root: Any) -> list[tuple[str, Any]]:
-    """Every variable of ``root`` (``root.variables``: weights and non-trainable statistics), keyed."""
-    return keyed(list(getattr(root, "variables", ())))
+    """Every variable of ``root`` (``root.variables``: weights and non-trainable statistics), keyed; weight
+    handlers aside (:func:`weight_handlers`)."""
+    return keyed([v for v in getattr(root, "variables", ()) if not is_weight_handler(v)])
+
+
+def weight_handlers(root: Any) -> list[tuple[str, Any]]:
+    """``(place, handler)`` of the weight handlers among ``root.variables`` (lookup tables), the place
+    being the handler's position among them."""
+    handlers = [v for v in getattr(root, "variables", ()) if is_weight_handler(v)]
+    return [(str(position), handler) for position, handler in enumerate(handlers)]
 
 
 def random_generators(root: Any) -> list[tuple[str, Any]]:
