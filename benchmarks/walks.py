@@ -117,8 +117,10 @@ def main() -> None:
     keras_pickle.uninstall()
     model = mlp()
     theirs = best(round_trip, args.repeat)
-    print(f"3-layer MLP + Adam, dumps + loads: Keras {theirs * 1e3:.1f} ms, keras_pickle {ours * 1e3:.2f} ms, "
-          f"ratio {theirs / ours:.1f}x (best of {args.repeat}, Keras {keras.__version__}, {keras.config.backend()})")
+    print(
+        f"3-layer MLP + Adam, dumps + loads: Keras {theirs * 1e3:.1f} ms, keras_pickle {ours * 1e3:.2f} ms, "
+        f"ratio {theirs / ours:.1f}x (best of {args.repeat}, Keras {keras.__version__}, {keras.config.backend()})"
+    )
 
 
 if __name__ == "__main__":

@@ -37,8 +37,12 @@ _TABLE_PREFIX = "table/"
 
 
 def read(variable: Any) -> np.ndarray:
-    """A snapshot of a TensorFlow variable: training or assigning it later never changes the result."""
-    return np.array(variable.numpy(), copy=True)
+    """A snapshot of a TensorFlow variable: training or assigning it later never changes the result.
+
+    No copy: a resource variable's read is a copy-on-write view of its buffer, as for Keras 3 on
+    TensorFlow (:func:`keras_pickle._keras3.backend.to_numpy`). Callers must not write to it.
+    """
+    return np.asarray(variable.value())
 
 
 def capture(model: Any) -> CapturedState:
