@@ -152,6 +152,20 @@ def test_a_fresh_process_loads_in_safe_mode_and_trains_identically(models, tmp_p
             assert_same_values(tm.train_step(model), [saved[f"arr_{i}"] for i in range(len(saved.files))])
 
 
+def test_install_never_imports_tf_keras_and_covers_it_once_imported():
+    out = run_python(
+        """
+        import sys
+        import keras_pickle
+        keras_pickle.install()
+        print("imported by install:", "tf_keras" in sys.modules)
+        import tf_keras
+        print("covered after import:", getattr(tf_keras.Model.__reduce_ex__, "__keras_pickle__", False))
+        """
+    )
+    assert "imported by install: False" in out and "covered after import: True" in out
+
+
 def test_without_tf_keras_a_payload_names_both_dialects(models, tmp_path):
     path = tmp_path / "model.pkl"
     path.write_bytes(pickle.dumps(models["sequential"]))
@@ -232,6 +246,26 @@ def test_check_reports_a_model_and_what_cannot_travel(models):
     assert keras_pickle.check(models["subclassed"]).ok
     report = keras_pickle.check({"model": models["functional"], "optimizer": models["functional"].optimizer})
     assert not report.ok and "refused by design" in str(report)
+
+
+def test_standalone_layers_losses_and_unbuilt_models_travel():
+    gate = tm.Gate(3)
+    gate(np.ones((1, 4), "float32"))
+    back = pickle.loads(pickle.dumps(gate))
+    assert_same_values([w.numpy() for w in gate.weights], [w.numpy() for w in back.weights])
+    assert type(pickle.loads(pickle.dumps(tf_keras.layers.Dense(2)))) is tf_keras.layers.Dense
+    unbuilt = pickle.loads(pickle.dumps(tf_keras.Sequential([tf_keras.layers.Dense(2)])))
+    assert isinstance(unbuilt, tf_keras.Sequential) and not unbuilt.built
+    for load in (pickle.loads, keras_pickle.loads):
+        huber = load(pickle.dumps(tf_keras.losses.Huber(delta=2.5)))
+        assert isinstance(huber, tf_keras.losses.Huber) and huber.get_config()["delta"] == 2.5
+
+
+def test_a_layer_built_without_a_recorded_shape_is_refused_at_dumps():
+    gate = tm.Gate(3)
+    gate.build((None, 4))  # Gate.build does not call super().build(): tf-keras records no input shape
+    with pytest.raises(keras_pickle.UnrecoverableConfigError, match="super\\(\\).build"):
+        pickle.dumps(gate)
 
 
 def test_a_legacy_optimizer_is_refused_naming_the_fix():

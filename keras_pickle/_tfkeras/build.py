@@ -12,23 +12,57 @@ from __future__ import annotations
 
 import contextlib
 import json
+import sys
 from collections.abc import Iterator
 from typing import Any
 
 from .._blueprint import Blueprint
+from ..errors import UnrecoverableConfigError
 from . import classes
 from . import state as _state
 
 
 def config_of(obj: Any) -> dict:
-    """``obj``'s full tf-keras config; a compiled model's compile config names its actual optimizer."""
+    """``obj``'s full tf-keras config; a compiled model's compile config names its actual optimizer, and a
+    built layer's build config the input shape it was built for (see :func:`_build_config`)."""
     saving = classes.tf_keras().saving
     config = saving.serialize_keras_object(obj)
+    if isinstance(config, dict) and not config.get("build_config") and _has_weights(obj):
+        config["build_config"] = _build_config(obj)
     compile_config = config.get("compile_config") if isinstance(config, dict) else None
     optimizer = getattr(obj, "optimizer", None)
     if isinstance(compile_config, dict) and classes.is_optimizer(optimizer):
         config["compile_config"] = {**compile_config, "optimizer": saving.serialize_keras_object(optimizer)}
     return config
+
+
+def _has_weights(obj: Any) -> bool:
+    try:
+        return bool(getattr(obj, "weights", None))
+    except ValueError:  # an unbuilt Sequential refuses to list its weights
+        return False
+
+
+def _build_config(layer: Any) -> dict:
+    """The build config tf-keras omits for a layer whose ``build()`` does not call ``super().build()``: the
+    input shape of its first call (``_saved_model_inputs_spec``). Refuses a layer built by a direct
+    ``build()`` call, whose input shape nothing recorded."""
+    shape = getattr(layer, "_build_input_shape", None)
+    spec = getattr(layer, "_saved_model_inputs_spec", None)
+    if shape is None and spec is not None:
+        shape = tf_nest().map_structure(lambda s: list(s.shape.as_list()), spec)
+    if shape is None:
+        raise UnrecoverableConfigError(
+            f"Cannot pickle {type(layer).__name__} '{layer.name}': it was built by a direct build() call whose "
+            "input shape tf-keras did not record, so it could not be built again. Call super().build(input_shape) "
+            "at the end of its build(), or call the layer on data before pickling it.",
+            class_name=type(layer).__name__,
+        )
+    return {"input_shape": list(shape) if isinstance(shape, tuple) else shape}
+
+
+def tf_nest() -> Any:
+    return sys.modules["tensorflow"].nest
 
 
 @contextlib.contextmanager

@@ -34,16 +34,24 @@ def is_weight_handler(weight: Any) -> bool:
     return hasattr(weight, "get_tensors") and hasattr(weight, "num_tensors")
 
 
+def _weights(root: Any) -> list:
+    """``root.variables``; none for an unbuilt model (tf-keras's Sequential raises there)."""
+    try:
+        return list(getattr(root, "variables", ()))
+    except ValueError:
+        return []
+
+
 def model_variables(root: Any) -> list[tuple[str, Any]]:
     """Every variable of ``root`` (``root.variables``: weights and non-trainable statistics), keyed; weight
     handlers aside (:func:`weight_handlers`)."""
-    return keyed([v for v in getattr(root, "variables", ()) if not is_weight_handler(v)])
+    return keyed([v for v in _weights(root) if not is_weight_handler(v)])
 
 
 def weight_handlers(root: Any) -> list[tuple[str, Any]]:
     """``(place, handler)`` of the weight handlers among ``root.variables`` (lookup tables), the place
     being the handler's position among them."""
-    handlers = [v for v in getattr(root, "variables", ()) if is_weight_handler(v)]
+    handlers = [v for v in _weights(root) if is_weight_handler(v)]
     return [(str(position), handler) for position, handler in enumerate(handlers)]
 
 
