@@ -14,6 +14,12 @@ times, for Keras's own path (``keras_pickle.uninstall()``) and keras_pickle's
 * loads: ``pickle.loads(data, buffers=buffers)`` of that implementation's own
   out-of-band payload (Keras's has no buffers).
 
+Beside Keras's path, in-band dumps against the floor bench.py sets (Keras's config JSON plus
+exactly one copy of the state bytes, ``b"".join`` of every state variable's raw bytes read without
+a copy), interleaved, best of ``--repeat``: ``pickle.dumps(model, protocol=5)`` and
+``keras_pickle.dumps(model, protocol=5)``, which knows there is no ``buffer_callback`` (PyTorch's
+values are then read without a clone: the stream copies them before it returns). Goal: <= 1.3x.
+
 Outside the timed region every loaded model (and one load of each in-band
 payload) is checked to hold every variable of the original, equal
 (``keras.ops.convert_to_numpy`` + ``np.array_equal``); a wrong keras_pickle
@@ -49,6 +55,7 @@ DEFAULT_JSON = HERE / "results" / "backends.json"  # benchmarks/results/ is git-
 BACKENDS = ("tensorflow", "jax", "torch")
 OPS = ("dumps in band", "dumps out of band", "loads")
 GOALS = {"dumps out of band": 50.0, "dumps in band": 5.0, "loads": 5.0}  # minimum ratio, on each backend
+FLOOR_GOAL = 1.3  # in-band dumps at most this multiple of the floor (config + one copy of the state bytes)
 MARK = "BACKENDS-RESULT "
 
 
@@ -116,6 +123,7 @@ def child(quick: bool, repeat: int) -> dict:
         gc.unfreeze()
     del payloads
     gc.collect()
+    floors = in_band_floor(model, repeat, bench)
     bench.activate(bench.KP)
     return {
         "backend": backend,
@@ -140,7 +148,40 @@ def child(quick: bool, repeat: int) -> dict:
             for op in OPS
         ],
         "copies": copies(model, backend, bench, np),
+        "floor": floors,
         "notes": notes,
+    }
+
+
+def in_band_floor(model, repeat: int, bench) -> dict:
+    """Best-of-``repeat`` seconds of the in-band floor and of both in-band writers, interleaved."""
+    import pickle
+
+    import keras_pickle
+
+    variables = bench.state_variables(model)
+    contenders = {
+        "floor": lambda: (bench.keras_config_json(model), b"".join([bench.raw_bytes(v) for v in variables])),
+        "pickle.dumps": lambda: pickle.dumps(model, protocol=5),
+        "keras_pickle.dumps": lambda: keras_pickle.dumps(model, protocol=5),
+    }
+    times: dict[str, list[float]] = {name: [] for name in contenders}
+    for _ in range(repeat):
+        for name, run in contenders.items():
+            bench.activate(bench.KERAS if name == "floor" else bench.KP)
+            gc.collect()
+            start = time.perf_counter()
+            result = run()
+            times[name].append(time.perf_counter() - start)
+            del result
+    best = {name: min(t) for name, t in times.items()}
+    return {
+        "floor_s": best["floor"],
+        "state_bytes": bench.nbytes(variables),
+        "writers": {
+            name: {"s": best[name], "ratio": best[name] / best["floor"]} for name in contenders if name != "floor"
+        },
+        "all_s": times,
     }
 
 
@@ -219,6 +260,12 @@ def print_table(results: list[dict], repeat: int) -> None:
     print(f"\nKeras's own pickling vs keras_pickle, best of {repeat}, ratio = Keras s / keras_pickle s")
     for row in [columns, ["-" * w for w in widths], *rows]:
         print(" | ".join(v.ljust(w) for v, w in zip(row, widths)).rstrip())
+    print(f"\nIn-band dumps vs the floor (config JSON + one copy of the state bytes), goal <= {FLOOR_GOAL:g}×")
+    for r in results:
+        if "floor" in r:
+            f = r["floor"]
+            cells = [f"{name} {w['s']:.4f} s = {w['ratio']:.2f}×" for name, w in f["writers"].items()]
+            print(f"{r['backend']}: floor {f['floor_s']:.4f} s; " + "; ".join(cells))
     print()
     for r in results:
         if "error" in r:

@@ -7,16 +7,25 @@ smallest of 32, 75 and 224 pixels it accepts, 3 classes, Adam, ``run_eagerly=Tru
 EfficientNetB7's train step takes ~100 s on 2 cores, an eager step ~10 s, and the pickled
 state is the same); tiny KerasHub backbones (Adam, MSE) and tasks built from constructor
 arguments and in-memory vocabularies, fresh and after use; keras.io idioms (the VAE, the
-DCGAN, a stateful LSTM, adapted preprocessing layers, int8-quantized and LoRA Dense models).
+DCGAN, a stateful LSTM, adapted preprocessing layers, int8-quantized and LoRA Dense models); the
+second sweep (``tests/sweep_models.py``, shared with ``tests/test_sweep.py``): keras.io's text
+Transformer and ViT (layers whose constructors take no ``**kwargs``), a bidirectional GRU with
+dropout after Masking, a dict-input two-output model, AdamW with EMA and gradient accumulation,
+int8, a scikeras classifier in a scikit-learn Pipeline carried by joblib.
+
+Every case runs on the backend ``KERAS_BACKEND`` names, except those marked TensorFlow-only (the
+VAE and GAN train with ``tf.GradientTape``).
 
 For Keras's own path (``keras_pickle.uninstall()``: ``KerasSaveable.__reduce__``) and
 keras_pickle's (``install()``), each model:
 
-* dumps: ``pickle.dumps(model, protocol=5)`` in this process, one timed run;
+* dumps: ``pickle.dumps(model, protocol=5)`` in this process, one timed run (the Pipeline:
+  ``joblib.dump``, and ``joblib.load`` in the child);
 * loads: ``pickle.loads`` in a fresh child process, one timed run after a warm-up load (one
   child per implementation and batch of models; it imports this module, so the classes
   above resolve by reference, and never calls ``install()``);
-* state: every variable (``model.variables``, then each built optimizer the model holds)
+* state: every variable (``model.variables``, then each built optimizer the model holds; of the
+  model a Pipeline holds)
   equals the original's by position, dtype, shape and bytes;
 * preds: the loaded model's outputs on the batch are bit-identical to the original's;
 * next: one more step on the same batch gives the variables the original gets from it.
@@ -33,6 +42,7 @@ import argparse
 import gc
 import hashlib
 import inspect
+import io
 import json
 import os
 import pickle
@@ -51,6 +61,7 @@ from typing import Any
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
+import joblib  # noqa: E402
 import keras  # noqa: E402
 import keras_hub  # noqa: E402
 import numpy as np  # noqa: E402
@@ -58,6 +69,9 @@ import tensorflow as tf  # noqa: E402  (the keras.io VAE and GAN train with tf.G
 from keras import layers, ops  # noqa: E402
 
 import keras_pickle  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+import sweep_models  # noqa: E402  (the second sweep's models, shared with tests/test_sweep.py)
 
 warnings.filterwarnings("ignore")  # Keras's advice on building and retracing, not results
 tf.get_logger().setLevel("ERROR")
@@ -178,6 +192,9 @@ class Case:
     make: Callable[[], tuple[Any, Any, Any]]
     predict: Callable = lambda model, x: model(x, training=False)
     step: Callable = fit_step
+    models: Callable = sweep_models.itself  # the Keras models the object holds
+    joblib: bool = False  # carried by joblib.dump / joblib.load
+    tensorflow_only: bool = False
 
 
 class Skipped(Exception):
@@ -341,24 +358,37 @@ def cases() -> list[Case]:
     vit = {"image_shape": (32, 32, 3), "patch_size": 8, "num_layers": 2, "num_heads": 2, "hidden_dim": 16}
     predict = lambda model, x: model.predict(x, batch_size=BATCH, verbose=0)  # noqa: E731  (tasks preprocess)
     on_tensors = lambda model, x: model(keras.tree.map_structure(tf.constant, x), training=False)  # noqa: E731
-    return [Case(name, "keras.applications", application(name)) for name in names] + [
-        Case("BertBackbone", "keras_hub", backbone("BertBackbone", num_heads=2, **tiny)),
-        Case("GPT2Backbone", "keras_hub", backbone("GPT2Backbone", num_heads=2, **tiny)),
-        Case("GemmaBackbone", "keras_hub", backbone("GemmaBackbone", head_dim=8, **heads, **tiny)),
-        Case("LlamaBackbone", "keras_hub", backbone("LlamaBackbone", **heads, **tiny)),
-        Case("ViTBackbone", "keras_hub", backbone("ViTBackbone", mlp_dim=32, **vit)),
-        Case("BertTextClassifier", "keras_hub", bert_classifier(used=False), predict),
-        Case("BertTextClassifier (used)", "keras_hub", bert_classifier(used=True), predict),
-        Case("GPT2CausalLM", "keras_hub", gpt2_causal_lm(used=False), predict),
-        Case("GPT2CausalLM (used)", "keras_hub", gpt2_causal_lm(used=True), predict),
-        Case("GPT2CausalLM (used, TopKSampler)", "keras_hub", gpt2_causal_lm(used=True, top_k=True), predict),
-        Case("VAE", "keras.io", vae, lambda model, x: model.decoder(model.encoder(x)[0])),
-        Case("GAN", "keras.io", gan, lambda model, x: (model.generator(ops.ones((BATCH, 8))), model.discriminator(x))),
-        Case("stateful LSTM", "keras.io", stateful_lstm),
-        Case("adapted preprocessing", "keras.io", adapted_preprocessing, on_tensors, dataset_step),
-        Case("int8 Dense", "keras.io", lambda: dense_model("int8")),
-        Case("LoRA Dense", "keras.io", lambda: dense_model("lora")),
-    ]
+    return (
+        [Case(name, "keras.applications", application(name)) for name in names]
+        + [
+            Case("BertBackbone", "keras_hub", backbone("BertBackbone", num_heads=2, **tiny)),
+            Case("GPT2Backbone", "keras_hub", backbone("GPT2Backbone", num_heads=2, **tiny)),
+            Case("GemmaBackbone", "keras_hub", backbone("GemmaBackbone", head_dim=8, **heads, **tiny)),
+            Case("LlamaBackbone", "keras_hub", backbone("LlamaBackbone", **heads, **tiny)),
+            Case("ViTBackbone", "keras_hub", backbone("ViTBackbone", mlp_dim=32, **vit)),
+            Case("BertTextClassifier", "keras_hub", bert_classifier(used=False), predict),
+            Case("BertTextClassifier (used)", "keras_hub", bert_classifier(used=True), predict),
+            Case("GPT2CausalLM", "keras_hub", gpt2_causal_lm(used=False), predict),
+            Case("GPT2CausalLM (used)", "keras_hub", gpt2_causal_lm(used=True), predict),
+            Case("GPT2CausalLM (used, TopKSampler)", "keras_hub", gpt2_causal_lm(used=True, top_k=True), predict),
+            Case("VAE", "keras.io", vae, lambda model, x: model.decoder(model.encoder(x)[0]), tensorflow_only=True),
+            Case(
+                "GAN",
+                "keras.io",
+                gan,
+                lambda model, x: (model.generator(ops.ones((BATCH, 8))), model.discriminator(x)),
+                tensorflow_only=True,
+            ),
+            Case("stateful LSTM", "keras.io", stateful_lstm),
+            Case("adapted preprocessing", "keras.io", adapted_preprocessing, on_tensors, dataset_step),
+            Case("int8 Dense", "keras.io", lambda: dense_model("int8")),
+            Case("LoRA Dense", "keras.io", lambda: dense_model("lora")),
+        ]
+        + [
+            Case(name, "second sweep", case.make, case.predict, case.step, case.models, case.joblib)
+            for name, case in sweep_models.CASES.items()
+        ]
+    )
 
 
 # --------------------------------------------------------------------------
@@ -378,12 +408,29 @@ def digest(*arrays) -> str:
     return h.hexdigest()[:20]
 
 
-def variables(model) -> tuple[list[str], list[str]]:
-    """Paths and digests of model.variables, then of each built optimizer the model holds (the GAN's two)."""
-    found = [model.optimizer] + [v for _, v in sorted(vars(model).items()) if isinstance(v, keras.optimizers.Optimizer)]
-    optimizers = {id(o): o for o in found if o is not None and o.built}
-    found = list(model.variables) + [v for o in optimizers.values() for v in o.variables]
+def variables(obj, models: Callable = sweep_models.itself) -> tuple[list[str], list[str]]:
+    """Paths and digests of model.variables, then of each built optimizer the model holds (the GAN's two),
+    for each Keras model ``obj`` holds (``models``: itself, or the one a Pipeline holds)."""
+    found = []
+    for model in models(obj):
+        held = [model.optimizer] + [
+            v for _, v in sorted(vars(model).items()) if isinstance(v, keras.optimizers.Optimizer)
+        ]
+        optimizers = {id(o): o for o in held if o is not None and o.built}
+        found += list(model.variables) + [v for o in optimizers.values() for v in o.variables]
     return [v.path for v in found], [digest(keras.ops.convert_to_numpy(v.value)) for v in found]
+
+
+def dumps(case: Case, obj) -> bytes:
+    if not case.joblib:
+        return pickle.dumps(obj, protocol=5)
+    buffer = io.BytesIO()
+    joblib.dump(obj, buffer)
+    return buffer.getvalue()
+
+
+def loads(case: Case, data: bytes):
+    return joblib.load(io.BytesIO(data)) if case.joblib else pickle.loads(data)
 
 
 def failure(stage: str, e: BaseException) -> str:
@@ -393,11 +440,11 @@ def failure(stage: str, e: BaseException) -> str:
 
 def observe(case: Case, model, x, y) -> dict:
     """Variable digests, then the predictions' digest, then one more step and the digests after it."""
-    out: dict[str, Any] = dict(zip(("paths", "before"), variables(model)))
+    out: dict[str, Any] = dict(zip(("paths", "before"), variables(model, case.models)))
     try:
         out["pred"] = digest(*(keras.ops.convert_to_numpy(t) for t in keras.tree.flatten(case.predict(model, x))))
         case.step(model, x, y)
-        out["paths_after"], out["after"] = variables(model)
+        out["paths_after"], out["after"] = variables(model, case.models)
     except Exception as e:
         out["error"] = failure("next step" if "pred" in out else "predict", e)
     return out
@@ -420,7 +467,7 @@ def child(impl: str, tmp: Path, names: list[str]) -> None:
             assert impl == KP or not keras_pickle.is_installed()
             try:
                 start = time.perf_counter()
-                model = pickle.loads(data)
+                model = loads(by_name[name], data)
                 result = {"loads_s": time.perf_counter() - start}
             except Exception as e:
                 result = {"error": failure("loads", e)}
@@ -435,7 +482,9 @@ def child(impl: str, tmp: Path, names: list[str]) -> None:
 def run_children(impl: str, names: list[str], tmp: Path) -> dict[str, dict]:
     """One child for ``names``; if it dies, the model it was on fails and a new child takes the rest."""
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), str(HERE), env.get("PYTHONPATH")]))
+    env["PYTHONPATH"] = os.pathsep.join(
+        filter(None, [str(ROOT), str(HERE), str(ROOT / "tests"), env.get("PYTHONPATH")])
+    )
     results: dict[str, dict] = {}
     remaining = list(names)
     while remaining:
@@ -469,14 +518,14 @@ def measure(case: Case, tmp: Path) -> dict:
         return {**record, "skipped": str(e)}
     except Exception as e:
         return {**record, "error": failure("build", e)}
-    record["params"] = int(sum(np.prod(v.shape) for v in model.weights))
+    record["params"] = int(sum(np.prod(v.shape) for m in case.models(model) for v in m.weights))
     payload(tmp, case.name, "data").write_bytes(pickle.dumps((x, y)))
     for impl in IMPLS:
         activate(impl)
         gc.collect()
         try:
             start = time.perf_counter()
-            data = pickle.dumps(model, protocol=5)
+            data = dumps(case, model)
             record[impl] = {"dumps_s": time.perf_counter() - start, "bytes": len(data)}
             payload(tmp, case.name, impl).write_bytes(data)
             del data
@@ -643,7 +692,7 @@ def main(argv: list[str] | None = None) -> int:
         child(args.child[0], Path(args.child[1]), args.child[2:])
         return 0
     LIMITS["max_params"] = args.max_params
-    every = cases()
+    every = [c for c in cases() if keras.backend.backend() == "tensorflow" or not c.tensorflow_only]
     wanted = args.only or (QUICK if args.quick else [c.name for c in every])
     unknown = set(wanted) - {c.name for c in every}
     if unknown:

@@ -50,7 +50,7 @@ def dump(
     """Like :func:`dumps`, writing to a binary file object."""
     _install.install()
     protocol = pickle.HIGHEST_PROTOCOL if protocol is None else protocol
-    with _options.dumping(_options.DumpOptions(checksum=checksum)):
+    with _options.dumping(_options.DumpOptions(checksum=checksum, in_band=buffer_callback is None)):
         try:
             pickle.Pickler(file, protocol, buffer_callback=buffer_callback).dump(obj)
         except KerasPickleError:

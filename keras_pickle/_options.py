@@ -17,6 +17,8 @@ from collections.abc import Iterator
 @dataclasses.dataclass(frozen=True)
 class DumpOptions:
     checksum: bool = False
+    # No buffer_callback: the pickler copies every buffer into the stream before the call returns.
+    in_band: bool = False
 
 
 @dataclasses.dataclass

@@ -60,3 +60,8 @@ def test_backends_benchmark_puts_each_backend_side_by_side(tmp_path):
     results = json.loads(out_json.read_text())["results"]
     assert [r["backend"] for r in results] == ["tensorflow", "jax"]
     assert all(r["copies"]["buffers"] > 0 for r in results)
+    assert all(
+        r["floor"]["floor_s"] > 0 and set(r["floor"]["writers"]) == {"pickle.dumps", "keras_pickle.dumps"}
+        for r in results
+    )
+    assert "In-band dumps vs the floor" in stdout, stdout

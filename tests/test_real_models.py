@@ -103,9 +103,13 @@ def test_quantized_models_round_trip_with_variables_matched_by_place(mode):
     model = quantized_model(mode)
     x = zoo.data()[0]
     expected = keras.ops.convert_to_numpy(model(x))
+    weights = [w.tobytes() for w in model.get_weights()]
     for restored in (pickle.loads(pickle.dumps(model)), copy.deepcopy(model)):
         assert values_by_place(restored) == values_by_place(model)
         assert np.array_equal(keras.ops.convert_to_numpy(restored(x)), expected)
+        # Listed in the original's order (a float8 Dense rebuilt from its config creates its scales first).
+        assert [w.tobytes() for w in restored.get_weights()] == weights
+        assert [v.name for v in restored.optimizer.variables] == [v.name for v in model.optimizer.variables]
 
 
 def test_lora_enabled_layers_round_trip():

@@ -14,7 +14,7 @@ import keras
 import numpy as np
 import pytest
 import zoo
-from helpers import TESTS_DIR, assert_same_state, run_python
+from helpers import TESTS_DIR, assert_same_state, constructed_before_install, run_python
 
 import keras_pickle
 
@@ -214,3 +214,23 @@ def test_a_recorded_payload_is_deterministic():
     assert pickle.dumps(model) == pickle.dumps(model)
     text = textwrap.dedent(str(keras_pickle.inspect(pickle.dumps(model))))
     assert "Tracked" in text
+
+
+def test_a_layer_whose_constructor_refuses_its_config_is_rebuilt_from_its_arguments():
+    """keras.io's PatchEncoder(num_patches, projection_dim) takes no **kwargs: Keras's cls(**config) fails on
+    'name'. Built while installed, its recorded arguments rebuild it (under its own name); built before,
+    dumps refuses, naming both remedies."""
+    import sweep_models
+
+    def build():
+        inputs = keras.Input((4, 6))
+        return keras.Model(inputs, sweep_models.PatchEncoder(4, 3)(inputs))
+
+    model = build()
+    x = np.random.default_rng(0).normal(size=(2, 4, 6)).astype("float32")
+    for restored in (pickle.loads(pickle.dumps(model)), copy.deepcopy(model)):
+        assert_same_state(model, restored)
+        assert [layer.name for layer in restored.layers] == [layer.name for layer in model.layers]
+        assert np.array_equal(keras.ops.convert_to_numpy(restored(x)), keras.ops.convert_to_numpy(model(x)))
+    with pytest.raises(keras_pickle.UnrecoverableConfigError, match=r"install\(\).*\*\*kwargs"):
+        pickle.dumps(constructed_before_install(build))

@@ -87,7 +87,8 @@ def _check_config_fits_constructor(layer: Any) -> None:
         raise UnrecoverableConfigError(
             f"Cannot pickle {cls.__name__}: Keras rebuilds it as {cls.__name__}(**config), but "
             f"its constructor does not accept its own config ({e}; config keys: "
-            f"{', '.join(config)}). Accept **kwargs in __init__ and pass them to "
+            f"{', '.join(config)}). Call keras_pickle.install() before constructing it (its constructor "
+            "arguments then travel with it and rebuild it), accept **kwargs in __init__ and pass them to "
             "super().__init__(**kwargs), make get_config() return exactly the constructor "
             "arguments, or define a from_config() classmethod.",
             class_name=cls.__name__,

@@ -41,10 +41,12 @@ class CheckedConfig:
     compiled: _compile.CompileCapture
 
 
-def snapshot(layer: Any) -> Blueprint:
+def snapshot(layer: Any, *, copied_now: bool = False) -> Blueprint:
     """Everything that travels for a layer or model: what pickling encodes and what deepcopy rebuilds from.
 
     One definition for both paths, so that an in-process copy carries exactly what a pickle carries.
+    ``copied_now``: the caller copies every value before it returns (a deep copy, an in-band pickle),
+    so values may share memory with the live variables instead of being snapshots.
     """
     if _dialect.of(layer) == _dialect.TF_KERAS:
         return _tf_keras_snapshot(layer)
@@ -56,7 +58,10 @@ def snapshot(layer: Any) -> Blueprint:
         config_json=checked.config_json,
         custom_objects=checked.custom_objects,
         state=_capture_state.capture(
-            census, skip=_construct.argument_variables(checked.constructed), held=compiled.held
+            census,
+            skip=_construct.argument_variables(checked.constructed),
+            held=compiled.held,
+            snapshot=not copied_now,
         ),
         dtype_policy=_config.policy_json(layer),
         constructed=checked.constructed,
@@ -102,8 +107,13 @@ def _optimizer_config_json(optimizer: Any) -> str:
 
 
 def layer_payload(layer: Any, protocol: int) -> tuple[dict, dict]:
-    """The payload of a layer or model: config, every variable, custom objects."""
-    taken = snapshot(layer)
+    """The payload of a layer or model: config, every variable, custom objects.
+
+    Protocols 0-4 copy each value into bytes here, and ``keras_pickle.dumps`` without a
+    ``buffer_callback`` into the stream: values need not be snapshots then. Plain ``pickle.dumps``
+    under protocol 5 may hand its buffers out of band, so they are.
+    """
+    taken = snapshot(layer, copied_now=protocol < 5 or dump_options().in_band)
     state = taken.state
 
     def encoded(values: list[tuple[str, Any]]) -> list:

@@ -13,7 +13,9 @@ from .._keras3.state import CapturedState, HeldOptimizer, metric_variables, opti
 from ..errors import StateMismatchError
 
 
-def capture(obj: Any, *, skip: set[int] = frozenset(), held: list[tuple[Any, str, str]] = ()) -> CapturedState:
+def capture(
+    obj: Any, *, skip: set[int] = frozenset(), held: list[tuple[Any, str, str]] = (), snapshot: bool = True
+) -> CapturedState:
     """Every piece of ``obj``'s state, as numpy snapshots: training or assigning ``obj`` later never changes them.
 
     ``obj``: a layer or model, or its :class:`~keras_pickle._keras3.census.Census` (read, never walked again).
@@ -21,9 +23,13 @@ def capture(obj: Any, *, skip: set[int] = frozenset(), held: list[tuple[Any, str
     ``skip``: ``id()`` of variables that travel elsewhere (those of layers given
     to a recorded constructor, :mod:`keras_pickle._keras3.construct`). ``held``:
     ``(optimizer, path, config_json)`` of the optimizers the model holds besides
-    ``model.optimizer``.
+    ``model.optimizer``. ``snapshot=False``: the values are copied before the caller returns, so they
+    may share memory with the live variables (:func:`~keras_pickle._keras3.backend.to_numpy`).
     """
-    read = _backend.to_numpy
+
+    def read(value: Any) -> Any:
+        return _backend.to_numpy(value, snapshot=snapshot)
+
     census = census_of(obj)
     obj = census.root
     references = census.references
@@ -38,11 +44,13 @@ def capture(obj: Any, *, skip: set[int] = frozenset(), held: list[tuple[Any, str
         layer_states=_layer_state.capture(census),
         optimizer_built=bool(getattr(optimizer, "built", False)),
         metric_variables=[(key, read(v)) for key, v in metric_variables(census)],
-        held_optimizers=[_capture_held(part, path, config, references) for part, path, config in held],
+        held_optimizers=[_capture_held(part, path, config, references, read) for part, path, config in held],
     )
 
 
-def _capture_held(optimizer: Any, path: str, config_json: str, references: list[tuple[Any, str]]) -> HeldOptimizer:
+def _capture_held(
+    optimizer: Any, path: str, config_json: str, references: list[tuple[Any, str]], read: Any
+) -> HeldOptimizer:
     position_of = {id(v): position for position, (v, _key) in enumerate(references)}
     targets = []
     for v in getattr(optimizer, "_trainable_variables", None) or []:
@@ -59,5 +67,5 @@ def _capture_held(optimizer: Any, path: str, config_json: str, references: list[
         config_json=config_json,
         built=bool(optimizer.built),
         targets=targets,
-        variables=[(key, _backend.to_numpy(v)) for key, v in zip(keys, optimizer.variables)],
+        variables=[(key, read(v)) for key, v in zip(keys, optimizer.variables)],
     )

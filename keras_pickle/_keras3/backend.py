@@ -28,8 +28,9 @@ jax         zero-copy view of the immutable array: an   one copy (``jnp.array``,
             does not donate a buffer that a numpy view  numpy array aliases it, a deferred
             still refers to (training leaves it)        variable would keep the numpy array itself
 torch       one copy (a clone): variables are updated   initialize: one copy, a tensor is cloned
-            in place (``copy_``, optimizer steps)       (Keras would adopt a ``Parameter`` as is);
-                                                        assign: ``copy_`` into the variable
+            in place (``copy_``, optimizer steps);      (Keras would adopt a ``Parameter`` as is);
+            a view where the caller copies the values   assign: ``copy_`` into the variable
+            before returning (``snapshot=False``)
 ==========  ==========================================  ==========================================
 
 A numpy array (layer-held state from ``save_own_variables``) is copied by
@@ -63,13 +64,17 @@ def sync_training_state(obj) -> None:
         sync()
 
 
-def to_numpy(value) -> np.ndarray:
+def to_numpy(value, *, snapshot: bool = True) -> np.ndarray:
     """A snapshot of a Keras variable, backend tensor or array, as numpy.
 
     Later assignments to the variable or training never change the result.
     No copy where the backend makes that free (TensorFlow, JAX: see the module
     docstring), one copy otherwise. The result may be read-only and may be
     shared with the variable's current value; callers must not write to it.
+
+    ``snapshot=False``: the caller is done with the result before anything can
+    change the variable (an in-band pickle copies it into the stream, a deep
+    copy into the twin's variable), so PyTorch's CPU tensors are viewed, not cloned.
     """
     if isinstance(value, np.ndarray):
         return np.array(value, copy=True)
@@ -78,7 +83,7 @@ def to_numpy(value) -> np.ndarray:
     if isinstance(value, np.ndarray):  # a variable whose value is numpy: not a backend's, so mutable
         return np.array(value, copy=True)
     if backend_name() == "torch" and callable(getattr(value, "detach", None)):
-        return _torch_snapshot(value)
+        return _torch_snapshot(value) if snapshot else _torch_view(value)
     # A tf.Variable: value() is one read (read_value() adds an identity op and a name scope);
     # the tensor it returns is a copy-on-write snapshot of the buffer.
     read = getattr(value, "value", None)
@@ -100,6 +105,17 @@ def _torch_snapshot(tensor) -> np.ndarray:
         return tensor.numpy()  # a view of the private copy
     except (TypeError, RuntimeError):  # bfloat16 and other types numpy lacks
         return np.asarray(keras.ops.convert_to_numpy(tensor))
+
+
+def _torch_view(tensor) -> np.ndarray:
+    """A torch tensor as numpy without a copy where it lives on the CPU (a transfer elsewhere)."""
+    tensor = tensor.detach()
+    if tensor.device.type != "cpu":
+        return _torch_snapshot(tensor)
+    try:
+        return tensor.numpy()
+    except (TypeError, RuntimeError):
+        return _torch_snapshot(tensor)
 
 
 def assign(variable, array) -> None:

@@ -44,6 +44,11 @@ class Census:
         """``(variable, key)`` of every variable of ``root``, in order."""
         return list(zip(self.variables, self.variable_keys))
 
+    def reread_variables(self) -> None:
+        """Read ``root.variables`` again, after their order changed (:mod:`keras_pickle._keras3.order`)."""
+        self.variables = list(getattr(self.root, "variables", ()))
+        self.__dict__.pop("variable_keys", None)
+
     def place_of(self, layer: Any) -> str:
         return self.places.get(id(layer), "")
 

@@ -151,6 +151,7 @@ class _Constructing:
             if _graph.TENSORS_KEY in config:
                 args, kwargs = self._in_rebuilt_graph(config, entry)
             obj = entry.cls(*args, **kwargs)
+            _as_configured(obj, config)
             if _records.init_arguments(obj) is None:
                 _records.record_init_arguments(obj, args, kwargs)
             self._built[index] = obj
@@ -176,6 +177,21 @@ class _Constructing:
                 original_error=e,
             ) from e
         return args, {**kwargs, **_name_and_trainable(entry.cls, args, kwargs, config)}
+
+
+def _as_configured(obj: Any, config: dict) -> None:
+    """Give a constructed layer the name and ``trainable`` its config records, where the constructor did not.
+
+    A constructor that passes nothing to ``super().__init__()`` (keras.io's ``PatchEncoder``) names
+    the layer anew (``patch_encoder_1``); the config names it as the original was, which is what the
+    graph around it and its variables' places say. Unbuilt layers only: a built one made its
+    variables under its name already.
+    """
+    name = config.get("name")
+    if isinstance(name, str) and name and obj.name != name and not obj.built:
+        obj.name = name
+    if config.get("trainable") is False and obj.trainable:
+        obj.trainable = False
 
 
 def _is_placed_reference(item: Any) -> bool:

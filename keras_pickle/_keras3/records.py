@@ -23,6 +23,7 @@ walks, stay as they were. Recording costs one dictionary lookup per class.
 
 from __future__ import annotations
 
+import inspect
 import sys
 import threading
 import types
@@ -81,9 +82,19 @@ def init_arguments(obj: Any) -> tuple[tuple, dict] | None:
 
 
 def record_init_arguments(obj: Any, args: tuple, kwargs: dict) -> None:
-    """Record ``obj``'s constructor arguments, and let its config stand for them while pickling."""
+    """Record ``obj``'s constructor arguments, and let them stand for its config while pickling.
+
+    They stand for it always when :func:`needs_arguments` says so, else only when the config does
+    not bind to the constructor (:func:`config_may_not_rebuild`).
+    """
     _init_arguments.set(obj, (tuple(args), dict(kwargs)))
-    object.__setattr__(obj, "get_config", types.MethodType(_config_or_placeholder, obj))
+    if needs_arguments(obj):
+        chosen = _config_or_placeholder
+    else:  # Keras reads whether get_config is the default off the instance's attribute: keep its answer
+        chosen = (
+            _auto_config_unless_unbound if python_utils.is_default(type(obj).get_config) else _config_unless_unbound
+        )
+    object.__setattr__(obj, "get_config", types.MethodType(chosen, obj))
 
 
 _default_config_classes: weakref.WeakKeyDictionary[type, bool] = weakref.WeakKeyDictionary()
@@ -105,6 +116,32 @@ def _user_class_with_default_config(cls: type) -> bool:
         known = _default_config_classes[cls] = not keras_class and (
             python_utils.is_default(get_config) or get_config is Functional.get_config
         )
+    return known
+
+
+_unbindable_classes: weakref.WeakKeyDictionary[type, bool] = weakref.WeakKeyDictionary()
+
+
+def config_may_not_rebuild(cls: type) -> bool:
+    """A class outside Keras that Keras rebuilds as ``cls(**config)`` but whose constructor takes no ``**kwargs``.
+
+    Its config carries ``name``, ``trainable`` and ``dtype`` (``Layer.get_config``), which such a
+    constructor refuses: keras.io's ``PatchEncoder(num_patches, projection_dim)`` calls
+    ``super().__init__()`` with nothing. Whether a config binds is known only when it is taken
+    (:func:`_config_unless_unbound`); recording the arguments costs a reference.
+    """
+    known = _unbindable_classes.get(cls)
+    if known is None:
+        module = getattr(cls, "__module__", "") or ""
+        keras_class = module == "keras" or module.startswith(("keras.", "keras_pickle."))
+        known = False
+        if not keras_class and getattr(cls.from_config, "__func__", None) is keras.Layer.from_config.__func__:
+            try:
+                kinds = {p.kind for p in inspect.signature(cls.__init__).parameters.values()}
+            except (TypeError, ValueError):
+                kinds = {inspect.Parameter.VAR_KEYWORD}
+            known = inspect.Parameter.VAR_KEYWORD not in kinds
+        _unbindable_classes[cls] = known
     return known
 
 
@@ -133,10 +170,30 @@ def _config_or_placeholder(self: Any) -> dict:
         # A symbolic tensor of another graph is never handed to a constructor again: Keras's config.
         return type(self).get_config(self)
     index = sink.setdefault(id(self), (len(sink), self))[0]
-    return {**graph, "name": self.name, CONSTRUCTED_KEY: index}
+    placeholder = {**graph, "name": self.name, CONSTRUCTED_KEY: index}
+    return placeholder if self.trainable else {**placeholder, "trainable": False}
 
 
 _config_or_placeholder._is_default = True  # Keras's auto config still applies outside a dump.
+
+
+def _config_unless_unbound(self: Any) -> dict:
+    """The object's config, or within a dump the placeholder when the constructor would refuse the config."""
+    config = type(self).get_config(self)
+    if getattr(_constructed, "sink", None) is None or not isinstance(config, dict):
+        return config
+    try:
+        inspect.signature(type(self).__init__).bind(None, **config)
+    except TypeError:
+        return _config_or_placeholder(self)
+    return config
+
+
+def _auto_config_unless_unbound(self: Any) -> dict:
+    return _config_unless_unbound(self)
+
+
+_auto_config_unless_unbound._is_default = True
 
 
 class collecting_constructed:
@@ -274,6 +331,8 @@ def recording_new(original: Callable[..., Any]) -> staticmethod:
             if needs_arguments(obj):
                 if not (args or kwargs) and issubclass(cls, Functional):
                     args, kwargs = _functional_new_arguments(sys._getframe(1), args, kwargs)
+                record_init_arguments(obj, args, kwargs)
+            elif config_may_not_rebuild(cls):
                 record_init_arguments(obj, args, kwargs)
             if isinstance(obj, keras.Model) and "compile" not in vars(obj):
                 record_compiles(obj)

@@ -13,6 +13,7 @@ from .._keras3 import convert as _convert
 from .._keras3 import deferred as _deferred
 from .._keras3 import layer_state as _layer_state
 from .._keras3 import names as _names
+from .._keras3 import order as _order
 from .._keras3.census import census_of
 from .._keras3.state import CapturedState, describe, metric_variables, optimizer_of
 from ..errors import StateMismatchError
@@ -37,12 +38,14 @@ def apply_to_layers(obj: Any, state: CapturedState, *, skip: set[int] = frozense
     ``skip``: ``id()`` of variables that are not in the payload (see :func:`capture`).
     Optimizer and metric state is loaded separately (:func:`apply_to_optimizer`,
     :func:`apply_to_held_optimizers`, :func:`apply_to_metrics`), after the model is compiled.
+    Each layer then lists its variables in the original's order (:mod:`keras_pickle._keras3.order`).
     """
     census = census_of(obj)
     obj = census.root
     pairs = [(v, key) for v, key in census.references if id(v) not in skip]
     targets = in_saved_order([v for v, _ in pairs], [key for _, key in pairs], state.variables)
     assign_in_order(targets, state.variables, owner=describe(obj), written_backend=state.backend)
+    _order.follow_saved_order(census, [key for key, _value in state.variables])
 
     def assign_carried(targets: list, values: list, *, owner: str) -> None:
         assign_in_order(targets, values, owner=owner)
