@@ -39,6 +39,28 @@ def test_deepcopy_does_not_serialize():
     assert_same_state(model, twin)
 
 
+@pytest.mark.parametrize("kind", ["sequential", "functional"])
+def test_deepcopy_copies_each_variable_where_it_lives_without_a_host_round_trip(kind):
+    """No value goes to numpy: each is the backend's tensor on its device, copied there by the twin's
+    variable (what keeps a copy on an accelerator at device speed)."""
+    from keras_pickle._keras3 import backend
+
+    model = zoo.trained(zoo.BUILDERS[kind])
+    moved = []
+    to_numpy = backend.to_numpy
+
+    def watched(value, **kwargs):
+        if isinstance(value, keras.Variable) or not isinstance(value, np.ndarray):
+            moved.append(getattr(value, "path", type(value).__name__))
+        return to_numpy(value, **kwargs)
+
+    with mock.patch.object(backend, "to_numpy", watched):
+        with mock.patch.object(keras.ops, "convert_to_numpy", side_effect=AssertionError("to the host")):
+            twin = copy.deepcopy(model)
+    assert moved == [], f"moved to the host: {moved[:5]}"
+    assert_same_state(model, twin)
+
+
 def test_deepcopy_respects_the_memo():
     model = zoo.trained(zoo.functional)
     first_layer = model.layers[1]

@@ -41,12 +41,13 @@ class CheckedConfig:
     compiled: _compile.CompileCapture
 
 
-def snapshot(layer: Any, *, copied_now: bool = False) -> Blueprint:
+def snapshot(layer: Any, *, copied_now: bool = False, on_device: bool = False) -> Blueprint:
     """Everything that travels for a layer or model: what pickling encodes and what deepcopy rebuilds from.
 
     One definition for both paths, so that an in-process copy carries exactly what a pickle carries.
     ``copied_now``: the caller copies every value before it returns (a deep copy, an in-band pickle),
-    so values may share memory with the live variables instead of being snapshots.
+    so values may share memory with the live variables instead of being snapshots. ``on_device``: an
+    in-process copy, whose values stay backend tensors on their device (no host round trip).
     """
     if _dialect.of(layer) == _dialect.TF_KERAS:
         return _tf_keras_snapshot(layer)
@@ -62,6 +63,7 @@ def snapshot(layer: Any, *, copied_now: bool = False) -> Blueprint:
             skip=_construct.argument_variables(checked.constructed),
             held=compiled.held,
             snapshot=not copied_now,
+            on_device=on_device,
         ),
         dtype_policy=_config.policy_json(layer),
         constructed=checked.constructed,

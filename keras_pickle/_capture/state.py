@@ -14,7 +14,12 @@ from ..errors import StateMismatchError
 
 
 def capture(
-    obj: Any, *, skip: set[int] = frozenset(), held: list[tuple[Any, str, str]] = (), snapshot: bool = True
+    obj: Any,
+    *,
+    skip: set[int] = frozenset(),
+    held: list[tuple[Any, str, str]] = (),
+    snapshot: bool = True,
+    on_device: bool = False,
 ) -> CapturedState:
     """Every piece of ``obj``'s state, as numpy snapshots: training or assigning ``obj`` later never changes them.
 
@@ -25,9 +30,14 @@ def capture(
     ``(optimizer, path, config_json)`` of the optimizers the model holds besides
     ``model.optimizer``. ``snapshot=False``: the values are copied before the caller returns, so they
     may share memory with the live variables (:func:`~keras_pickle._keras3.backend.to_numpy`).
+    ``on_device=True`` (an in-process copy, which assigns every value before it returns): each value
+    is the backend's tensor where it lives (:func:`~keras_pickle._keras3.backend.device_value`),
+    never moved to the host.
     """
 
     def read(value: Any) -> Any:
+        if on_device:
+            return _backend.device_value(value)
         return _backend.to_numpy(value, snapshot=snapshot)
 
     census = census_of(obj)

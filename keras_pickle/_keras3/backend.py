@@ -97,6 +97,26 @@ def to_numpy(value, *, snapshot: bool = True) -> np.ndarray:
         return np.asarray(keras.ops.convert_to_numpy(value))
 
 
+def device_value(value):
+    """A Keras variable's current value as the backend's own tensor, on the device where it lives.
+
+    What an in-process copy gives its twin: no transfer to the host and back, the twin's
+    :func:`assign` (or :func:`initialize`) then copies it on that device. Valid until the variable
+    changes (TensorFlow: a copy-on-write read; JAX: the immutable array; PyTorch: the live tensor),
+    so the caller copies it before returning.
+    """
+    if isinstance(value, keras.Variable):
+        value = value.value
+    if isinstance(value, np.ndarray):
+        return value
+    name = backend_name()
+    if name == "torch" and callable(getattr(value, "detach", None)):
+        return value.detach()
+    if name == "tensorflow" and callable(getattr(value, "value", None)):
+        return value.value()  # a tf.Variable's read: a tensor on its device
+    return value
+
+
 def _torch_snapshot(tensor) -> np.ndarray:
     """One copy of a torch tensor, as numpy: a clone on the CPU, the transfer elsewhere."""
     tensor = tensor.detach()

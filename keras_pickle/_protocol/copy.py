@@ -38,7 +38,7 @@ def _rebuild_twin(obj: Any) -> Any:
 
 
 def copy_layer(layer: Any, memo: dict) -> Any:
-    taken = _capture_payload.snapshot(layer, copied_now=True)
+    taken = _capture_payload.snapshot(layer, copied_now=True, on_device=True)
     if taken.constructed or taken.compile_call is not None:
         # Arguments of recorded constructor and compile() calls are copied with the memo: a model
         # given to the constructor is copied once, wherever else the copied structure holds it.
