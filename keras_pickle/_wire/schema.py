@@ -50,7 +50,10 @@ REGISTERED = ("keras_pickle._format", "registered")
 DEFINED_HERE = ("keras_pickle._format", "defined_here")
 """``defined_here(token)``: a class or function defined inside a function of the process that wrote
 the payload, which pickle cannot name; it loads in that process only."""
-RECONSTRUCTORS = (RESTORE, RESTORE_WITH_STATE, RESTORE_CALLBACK, PART_OF, REGISTERED, DEFINED_HERE)
+BY_VALUE = ("keras_pickle._format", "by_value")
+"""``by_value(module, qualname, data)``: a class or function of the writing process's main script, carried
+by value (``data``, cloudpickle's bytes) for processes whose main script does not define it."""
+RECONSTRUCTORS = (RESTORE, RESTORE_WITH_STATE, RESTORE_CALLBACK, PART_OF, REGISTERED, DEFINED_HERE, BY_VALUE)
 
 HEADER_FIELDS = frozenset(
     ("format", "format_version", "keras_version", "backend", "class", "kind", "n_variables", "weight_bytes", "checksum")
