@@ -15,12 +15,12 @@ import keras
 import numpy as np
 import pytest
 import yaml
-from helpers import run_python
+from helpers import engine, run_python
 
 import keras_pickle
 
-mlflow = pytest.importorskip("mlflow")
-keras_pickle_mlflow = pytest.importorskip("keras_pickle.integrations.mlflow")
+mlflow = engine("mlflow")
+keras_pickle_mlflow = engine("keras_pickle.integrations.mlflow")
 
 LAYERS_MODULE = """
 import keras
