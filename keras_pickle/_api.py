@@ -75,13 +75,19 @@ def checksums(enabled: bool = True) -> Iterator[None]:
         yield
 
 
-def loads(data: bytes, *, safe_mode: bool = True, buffers: Iterable[Any] | None = None) -> Any:
+def loads(
+    data: bytes, *, safe_mode: bool = True, allow_by_value: bool = False, buffers: Iterable[Any] | None = None
+) -> Any:
     """Load a keras_pickle payload (or a structure holding some) from bytes.
 
     With ``safe_mode=True`` (the default) a restricted unpickler refuses
     anything but keras_pickle's reconstructor, numpy arrays and Keras /
     custom classes of already-imported modules, before it can run; Lambda
-    layers are refused. ``safe_mode=False`` unpickles like ``pickle.loads``.
+    layers are refused, and so is a class or function carried by value (one
+    of the writer's main script that this process's main script does not
+    define: its code is in the payload) unless ``allow_by_value=True`` says
+    the payload's writer is trusted to run that code here.
+    ``safe_mode=False`` unpickles like ``pickle.loads``.
     ``buffers`` are the out-of-band buffers of a protocol-5 ``dumps``.
 
     Raises :class:`~keras_pickle.KerasUnpicklingError` (or a subclass) for
@@ -92,17 +98,23 @@ def loads(data: bytes, *, safe_mode: bool = True, buffers: Iterable[Any] | None 
         raise NotAPayloadError("Not a keras_pickle payload: the data is empty.", found="empty data")
     # BytesIO shares a bytes object's memory instead of copying it.
     file = io.BytesIO(data if type(data) is bytes else view)
-    return _load_one(file, safe_mode=safe_mode, buffers=buffers, describe=lambda: describe_bytes(view))
+    return _load_one(
+        file, safe_mode=safe_mode, allow_by_value=allow_by_value, buffers=buffers, describe=lambda: describe_bytes(view)
+    )
 
 
-def load(file: IO[bytes], *, safe_mode: bool = True, buffers: Iterable[Any] | None = None) -> Any:
+def load(
+    file: IO[bytes], *, safe_mode: bool = True, allow_by_value: bool = False, buffers: Iterable[Any] | None = None
+) -> Any:
     """Like :func:`loads`, reading one pickle from a binary file object."""
     name = getattr(file, "name", file)
-    return _load_one(file, safe_mode=safe_mode, buffers=buffers, describe=lambda: f"the file {name!r}")
+    return _load_one(
+        file, safe_mode=safe_mode, allow_by_value=allow_by_value, buffers=buffers, describe=lambda: f"the file {name!r}"
+    )
 
 
-def _load_one(file: IO[bytes], *, safe_mode: bool, buffers, describe: Callable[[], str]) -> Any:
-    options = _options.LoadOptions(safe_mode=safe_mode)
+def _load_one(file: IO[bytes], *, safe_mode: bool, allow_by_value: bool, buffers, describe: Callable[[], str]) -> Any:
+    options = _options.LoadOptions(safe_mode=safe_mode, allow_by_value=allow_by_value)
     head = peek(file)
     foreign = foreign_format(head)
     if foreign is not None:

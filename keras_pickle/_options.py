@@ -25,6 +25,8 @@ class DumpOptions:
 class LoadOptions:
     # Plain ``pickle.loads`` is unsafe by nature; keras_pickle.loads opts in.
     safe_mode: bool = False
+    # Safe mode only: whether a class the payload carries by value (its code) may be unpickled.
+    allow_by_value: bool = False
     # Counts the keras_pickle payloads restored during one load call.
     restored: int = 0
 

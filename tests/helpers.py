@@ -108,3 +108,15 @@ class ProbeLayer(keras.layers.Layer):
     def call(self, x):
         return x * self.w
 """
+
+
+def engine(module: str):
+    """``import module`` for an engine's test file; skipped where it is missing, except under
+    tests/run_all.py (``KERAS_PICKLE_REQUIRE_ENGINES=1``), where a missing engine fails the run."""
+    import pytest
+
+    if os.environ.get("KERAS_PICKLE_REQUIRE_ENGINES") == "1":
+        import importlib
+
+        return importlib.import_module(module)
+    return pytest.importorskip(module, reason=f"{module} is not installed (pip install -e '.[test]' installs it)")

@@ -32,6 +32,9 @@ PAGES = [
     pytest.param("scikit-learn-scikeras.md", "scikeras", "scikeras ok", id="scikeras"),
     pytest.param("dask.md", "distributed", "dask ok", id="dask"),
     pytest.param("ray.md", "ray", "ray ok", id="ray"),
+    pytest.param("spark.md", "pyspark", "spark ok", id="spark"),
+    pytest.param("mlflow.md", "mlflow", "mlflow ok", id="mlflow"),
+    pytest.param("optuna.md", "optuna", "optuna ok", id="optuna"),
 ]
 
 

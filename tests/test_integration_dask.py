@@ -15,7 +15,7 @@ import integration_models as im
 import keras
 import numpy as np
 import pytest
-from helpers import TESTS_DIR, assert_same_state, run_python, variable_values
+from helpers import TESTS_DIR, assert_same_state, engine, run_python, variable_values
 
 import keras_pickle
 
@@ -242,3 +242,28 @@ def test_grid_search_over_scikeras_on_the_dask_joblib_backend(client):
     loaded = pickle.loads(pickle.dumps(best))
     assert_same_state(best.model_, loaded.model_)
     assert np.array_equal(best.predict_proba(x), loaded.predict_proba(x))
+
+
+@pytest.mark.timeout(TIMEOUT)
+def test_dask_ml_grid_search_on_the_cluster_scores_as_the_in_process_search(client):
+    # dask-ml tokenizes the estimator (Dask's default raised TokenizationError) and ships it to the
+    # workers; each fitted copy must score exactly as the same search run in this process.
+    dask_ml_search = engine("dask_ml.model_selection")
+    pytest.importorskip("scikeras", reason="scikeras is not installed (pip install -e '.[test]' installs it)")
+    from scikeras.wrappers import KerasClassifier
+    from sklearn.model_selection import GridSearchCV
+
+    x, y = im.classification_data()
+    grid = {"epochs": [1, 2], "batch_size": [8, 16]}
+
+    def estimator():
+        return KerasClassifier(model=im.binary_classifier(), verbose=0, random_state=0)
+
+    on_cluster = dask_ml_search.GridSearchCV(estimator(), grid, cv=2, refit=False, scheduler=client).fit(x, y)
+    in_process = GridSearchCV(estimator(), grid, cv=2, refit=False, error_score="raise").fit(x, y)
+    for key in ("split0_test_score", "split1_test_score"):  # every fold's score, exactly
+        assert np.array_equal(on_cluster.cv_results_[key], in_process.cv_results_[key]), key
+    # dask-ml and scikit-learn average those same scores in another order (last bit).
+    assert np.allclose(on_cluster.cv_results_["mean_test_score"], in_process.cv_results_["mean_test_score"], 0, 1e-12)
+    assert list(on_cluster.cv_results_["params"]) == list(in_process.cv_results_["params"])
+    assert len(on_cluster.cv_results_["params"]) == 4

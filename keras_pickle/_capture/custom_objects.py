@@ -4,7 +4,8 @@ Keras resolves its own classes by name. Anything else a config names (an
 unregistered layer, a subclassed model, an activation, a loss, an
 initializer...) must be handed to Keras as ``custom_objects`` on load. We put
 those objects themselves into the payload: plain pickle stores them as import
-references, cloudpickle ships ``__main__``-defined ones by value.
+references, except ``__main__``-defined ones, which keras_pickle carries by value
+(:mod:`keras_pickle._capture.by_value`), as cloudpickle does itself.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from .._tfkeras import walk as _tfkeras_walk
 from .._wire import configs
 from .._wire.refs import InertReference
 from ..errors import CustomObjectError
+from .by_value import ByValue, of_main_script
 
 _MAIN_MODULES = ("__main__", "__mp_main__")
 
@@ -234,7 +236,10 @@ class ByRegisteredName(InertReference):
 def portable(obj: Any) -> Any:
     """``obj`` (a class or function a payload carries) as it can travel in the pickle being written.
 
-    Importable: as it is (pickle stores a reference). Otherwise (a class
+    Defined in the main script, under a plain pickler: by value
+    (:class:`~keras_pickle._capture.by_value.ByValue`), since the loading
+    process may not run that script. Importable: as it is (pickle stores a
+    reference). Otherwise (a class
     defined inside a function): by its Keras registered name where it has
     one; as it is where cloudpickle is the pickler (it stores it by value);
     else by a name that resolves in this process only (:class:`DefinedHere`),
@@ -242,6 +247,8 @@ def portable(obj: Any) -> Any:
     round-trips within the process, and elsewhere fails with an error that
     names it and the remedies.
     """
+    if of_main_script(obj) and not cloudpickle_is_pickling():
+        return ByValue(obj)
     if importable(obj):
         return obj
     name = registered_name(obj)
@@ -267,5 +274,6 @@ class DefinedHere(InertReference):
 
 
 def portable_mapping(custom_objects: dict[str, Any]) -> dict[str, Any]:
-    """:func:`portable` of every custom object."""
-    return {key: portable(obj) for key, obj in custom_objects.items()}
+    """:func:`portable` of every custom object (one stand-in per object, so the stream carries each once)."""
+    made: dict[int, Any] = {}
+    return {key: made.setdefault(id(obj), portable(obj)) for key, obj in custom_objects.items()}

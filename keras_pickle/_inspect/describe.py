@@ -104,6 +104,8 @@ def describe(stream: Stream, payload: Call, *, verify: bool, buffers: list | Non
             elif _registered_name(value, DEFINED_HERE) is not None:
                 defined = _registered_name(value, DEFINED_HERE).partition("@")[0]
                 custom_objects.append(f"<{short(defined)}, defined inside a function: loads in its process only>")
+            elif verdict.carried_name(value) is not None:
+                custom_objects.append(f"<{short(verdict.carried_name(value))}, carried by value>")
             elif isinstance(value, Call):
                 custom_objects.append(f"<by value: built by {describe_callable(value.function)}>")
             else:
@@ -300,6 +302,9 @@ def _custom_object_names(custom: dict) -> dict[str, str] | None:
     """
     names = {}
     for key, value in custom.items():
+        if verdict.carried_name(value) is not None:
+            names[key] = verdict.carried_name(value)
+            continue
         if not isinstance(value, Global):
             return None
         names[key] = qualified_name(InertReference(None, f"{value.module}.{value.name}"))

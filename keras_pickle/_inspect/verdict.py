@@ -19,8 +19,10 @@ from typing import Any
 from .._reader.allowlist import CALLABLE_GLOBALS, KERAS_PACKAGES, LIBRARY_PACKAGES, is_stdlib, package_of
 from .._reader.safe import resolve_as_defined
 from .._wire import configs
+from .._wire.refs import InertReference, qualified_name
+from .._wire.schema import BY_VALUE
 from ..errors import UnsafePayloadError
-from .values import Global, short
+from .values import Call, Global, short
 
 REFUSED_LAYER_NAMES = ("Lambda", *configs.FOREIGN_LAYERS)
 
@@ -46,6 +48,12 @@ def judge(globals_named: list[tuple[str, str]], custom: Any, config: Any) -> Ver
             verdict.refusals.append(str(e).removeprefix("Safe mode refused ").rstrip("."))
     table = custom if isinstance(custom, dict) else {}
     for key, value in table.items():
+        carried = carried_name(value)
+        if carried is not None and not any(short(carried) in flagged for flagged in verdict.flagged):
+            verdict.flagged.append(
+                f"{short(carried)} is carried by value (its code is in the payload): safe mode refuses it "
+                "unless allow_by_value=True, or the loading process's main script defines it"
+            )
         if not isinstance(value, Global):
             continue
         named = f"{value.module}.{value.name}"
@@ -70,6 +78,14 @@ def judge(globals_named: list[tuple[str, str]], custom: Any, config: Any) -> Ver
             if refused == "Lambda":
                 verdict.aliased_lambdas.append(str(layer))
     return verdict
+
+
+def carried_name(value: Any) -> str | None:
+    """``module.qualname`` of a ``keras_pickle._format.by_value(module, qualname, data)`` call, else None."""
+    if isinstance(value, Call) and isinstance(value.function, Global) and value.function.key == BY_VALUE:
+        if isinstance(value.args, tuple) and len(value.args) == 3 and all(isinstance(a, str) for a in value.args[:2]):
+            return qualified_name(InertReference(None, f"{value.args[0]}.{value.args[1]}"))
+    return None
 
 
 def _through_table(ref: dict, table: dict) -> Global | None:

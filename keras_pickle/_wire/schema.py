@@ -34,8 +34,9 @@ FORMAT_VERSION = 4
 ``xxh3_64+header`` checksum. Version 3 keys layer state by the layer's place (a string, where
 versions 1 and 2 hold its index) and adds ``metric_variables``, ``held_optimizers``,
 ``constructed``, ``compile_call`` and ``compile_objects``. Version 4 adds the header's ``dialect``
-(which Keras wrote the payload: :data:`DIALECTS`); versions 1 to 3 are Keras 3's. Older payloads
-load as they always did."""
+(which Keras wrote the payload: :data:`DIALECTS`; versions 1 to 3 are Keras 3's) and the
+reconstructor :data:`BY_VALUE` (a class of the writer's main script, carried by value). Older
+payloads load as they always did."""
 DIALECT_KERAS3, DIALECT_TF_KERAS = DIALECTS = ("keras3", "tf_keras")
 """The Keras dialects a payload may hold: Keras 3 (``keras``), and tf-keras (Keras 2, ``tf_keras``)."""
 DIALECT_NAMES = {DIALECT_KERAS3: "Keras 3", DIALECT_TF_KERAS: "tf-keras (Keras 2)"}
@@ -55,7 +56,10 @@ REGISTERED = ("keras_pickle._format", "registered")
 DEFINED_HERE = ("keras_pickle._format", "defined_here")
 """``defined_here(token)``: a class or function defined inside a function of the process that wrote
 the payload, which pickle cannot name; it loads in that process only."""
-RECONSTRUCTORS = (RESTORE, RESTORE_WITH_STATE, RESTORE_CALLBACK, PART_OF, REGISTERED, DEFINED_HERE)
+BY_VALUE = ("keras_pickle._format", "by_value")
+"""``by_value(module, qualname, data)``: a class or function of the writing process's main script, carried
+by value (``data``, cloudpickle's bytes) for processes whose main script does not define it."""
+RECONSTRUCTORS = (RESTORE, RESTORE_WITH_STATE, RESTORE_CALLBACK, PART_OF, REGISTERED, DEFINED_HERE, BY_VALUE)
 
 HEADER_FIELDS_V3 = frozenset(
     ("format", "format_version", "keras_version", "backend", "class", "kind", "n_variables", "weight_bytes", "checksum")

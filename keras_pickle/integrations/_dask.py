@@ -30,6 +30,7 @@ import keras
 import numpy as np
 import xxhash
 
+from .._capture.by_value import ByValue
 from ..errors import KerasPickleError
 
 _saved: list[tuple[Any, type, Any]] = []  # (dispatch, type, what it had) for uninstall
@@ -80,13 +81,16 @@ class _TokenPickler(pickle.Pickler):
     ``__mp_main__``, so a custom layer defined there is ``__mp_main__.Gate``
     on the worker and ``__main__.Gate`` on the client: the same class, which
     both processes reach under both names. Named ``__main__.<qualname>``
-    in the hashed stream, the same model gets the same token on either side.
+    in the hashed stream (also where the payload carries it by value), the same
+    model gets the same token on either side.
     The name is a new string each time: pickle memoizes strings by identity,
     and whether the class's name is the very object the payload holds elsewhere
     differs between processes.
     """
 
     def persistent_id(self, obj: Any) -> Any:
+        if isinstance(obj, ByValue):  # carried by value: cloudpickle's bytes differ between processes
+            obj = obj.target
         if isinstance(obj, (type, FunctionType)) and getattr(obj, "__module__", None) in _MAIN_MODULES:
             return f"__main__.{obj.__qualname__}"
         return None

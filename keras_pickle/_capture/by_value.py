@@ -1,0 +1,70 @@
+"""The dump side of classes and functions carried by value: those of the main script, under plain pickle.
+
+``pickle`` stores a class by reference (``__main__.Gate``). A class of the main script resolves
+so only in a process running that script: Spark's broadcast (plain pickle) to executors whose
+``__main__`` is ``pyspark.daemon``, a ``multiprocessing`` queue under ``forkserver`` from a
+notebook, a file read by another script all fail with ``AttributeError: Can't get attribute``.
+So under a plain pickler (not cloudpickle, which carries such classes by value itself), a custom
+object whose ``__module__`` is ``__main__`` or ``__mp_main__`` is written as
+``keras_pickle._format.by_value(module, qualname, data)``, ``data`` being cloudpickle's bytes of
+it; :mod:`keras_pickle._rebuild.by_value` prefers the loading process's own class of that name and
+falls back to ``data``. Classes of importable modules keep travelling by reference (small
+payloads, judged by name in safe mode); classes defined inside a function keep theirs
+(:class:`~keras_pickle._capture.custom_objects.DefinedHere`).
+
+A class cloudpickle cannot pickle is refused at dump time (:class:`CustomObjectError`), naming it
+and the remedy: no payload is written that could fail to load for that reason.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .._rebuild.by_value import BY_VALUE_REMEDY, MAIN_MODULES, by_value
+from .._wire.refs import InertReference
+from ..errors import CustomObjectError
+
+
+def of_main_script(obj: Any) -> bool:
+    """Whether ``obj`` is a class or function defined at the top level of the main script (or a class in one)."""
+    return getattr(obj, "__module__", None) in MAIN_MODULES and "<locals>" not in str(
+        getattr(obj, "__qualname__", "<locals>")
+    )
+
+
+class ByValue(InertReference):
+    """A class or function of the main script, pickled as ``by_value(module, qualname, cloudpickle bytes)``."""
+
+    __slots__ = ()
+
+    def __init__(self, target: Any):
+        super().__init__(target, f"{target.__module__}.{target.__qualname__}")
+
+    def __reduce__(self):
+        return by_value, (self.target.__module__, self.target.__qualname__, carried_bytes(self.target))
+
+
+def carried_bytes(obj: Any) -> bytes:
+    """``obj`` pickled by value with cloudpickle; :class:`CustomObjectError` naming it where that fails."""
+    name, module = str(obj.__qualname__), str(obj.__module__)
+    remedy = BY_VALUE_REMEDY.format(name=name)
+    try:
+        import cloudpickle
+    except ImportError as e:
+        raise CustomObjectError(
+            f"Cannot pickle {module}.{name}: it is defined in the main script, which the process loading the "
+            "payload may not run, so keras_pickle carries it by value with cloudpickle, which is not installed: "
+            f"pip install cloudpickle, or {remedy}.",
+            name=name,
+            module=module,
+        ) from e
+    try:
+        return cloudpickle.dumps(obj)
+    except Exception as e:
+        raise CustomObjectError(
+            f"Cannot pickle {module}.{name}: it is defined in the main script, which the process loading the "
+            "payload may not run, so keras_pickle carries it by value with cloudpickle, which failed with "
+            f"{type(e).__name__}: {e}. Instead, {remedy}.",
+            name=name,
+            module=module,
+        ) from e

@@ -1,0 +1,110 @@
+"""Classes and functions of the main script that a payload carries by value (``keras_pickle._format.by_value``).
+
+A class defined in the main script (``__main__``: a notebook, a script) pickles by reference as
+``__main__.Name``, which only a process running the same script can resolve: a Spark executor
+(whose ``__main__`` is ``pyspark.daemon``), a forkserver child of a notebook, another script
+reading the file all fail with ``AttributeError: Can't get attribute``. Under plain pickle the
+dump side (:mod:`keras_pickle._capture.by_value`) writes such a class as ``by_value(module,
+qualname, data)``, ``data`` being the class pickled by cloudpickle. Loading it:
+
+1. where the loading process's main script defines ``qualname`` itself (the writing process, a
+   ``spawn`` child of it, a rerun of the script), that object, as plain pickle would resolve it
+   (in safe mode judged as any global, handed on as an inert reference);
+2. otherwise the carried class: ``data`` is unpickled, which runs the code it holds. Plain
+   ``pickle.loads`` and ``keras_pickle.loads(safe_mode=False)`` do; safe mode refuses with
+   :class:`~keras_pickle.UnsafePayloadError` unless the caller opted in with
+   ``keras_pickle.loads(data, allow_by_value=True)``; nothing in ``data`` runs before that.
+"""
+
+from __future__ import annotations
+
+import pickle
+import types
+from typing import Any
+
+from .._options import load_options
+from .._reader.allowlist import refusal
+from .._reader.safe import resolve_as_defined
+from .._wire.refs import InertReference, qualified_name
+from .._wire.reprs import bounded_repr, shorten
+from ..errors import CustomObjectLoadError, KerasUnpicklingError, UnsafePayloadError
+from .safe_policy import globals_policy
+
+MAIN_MODULES = ("__main__", "__mp_main__")
+"""The names a main script runs under: itself, and in a ``spawn`` / ``forkserver`` child of it."""
+
+BY_VALUE_REMEDY = (
+    "define {name} in a module the loading process imports (it then travels by reference, and safe mode "
+    "judges it by name)"
+)
+
+
+def by_value(module: Any, qualname: Any, data: Any) -> Any:
+    """The class or function of the writer's main script named ``module.qualname``, carried as ``data``.
+
+    Part of the format (published as ``keras_pickle._format.by_value``); see the module docstring
+    for the order it is looked for in. Raises :class:`UnsafePayloadError` when safe mode would have
+    to run ``data`` without ``allow_by_value=True``, :class:`CustomObjectLoadError` when ``data``
+    cannot be unpickled here, :class:`KerasUnpicklingError` for malformed arguments.
+    """
+    if not (isinstance(module, str) and isinstance(qualname, str) and isinstance(data, (bytes, bytearray))):
+        raise KerasUnpicklingError(
+            "Malformed payload: by_value takes (module, qualname, data) as (str, str, bytes). Received: "
+            f"{bounded_repr(module)}, {bounded_repr(qualname)}, a {type(data).__name__}."
+        )
+    named = shorten(qualified_name(InertReference(None, f"{module}.{qualname}")), 300)
+    short = shorten(qualname.rpartition(".")[2], 100)
+    options = load_options()
+    found = defined_by_name(module, qualname)
+    if found is None:
+        if options.safe_mode and not options.allow_by_value:
+            raise UnsafePayloadError(
+                f"Safe mode refused {named}, which this payload carries by value: its code travels in the payload "
+                f"and would run on load, and this process's main script defines no {short} to use instead. If "
+                "you trust whoever wrote the payload, load it with keras_pickle.loads(data, allow_by_value=True) "
+                f"(or safe_mode=False); or {BY_VALUE_REMEDY.format(name=short)}.",
+                what=named,
+            )
+        found = _unpickle(bytes(data), named, short)
+    if not options.safe_mode:
+        return found
+    reason = refusal(found, globals_policy())
+    if reason is not None:
+        raise UnsafePayloadError(f"Safe mode refused {named}, carried by value: {reason}.", what=named)
+    return InertReference(found, named)
+
+
+by_value.__module__ = "keras_pickle._format"  # the path payloads name: keras_pickle._format publishes it
+
+
+def defined_by_name(module: str, qualname: str) -> Any:
+    """What the loading process's main script defines as ``qualname`` (looked up statically), else None."""
+    if module not in MAIN_MODULES:
+        return None
+    for candidate in MAIN_MODULES:
+        try:
+            return resolve_as_defined(candidate, qualname)
+        except UnsafePayloadError:
+            continue
+    return None
+
+
+def _unpickle(data: bytes, named: str, short: str) -> Any:
+    try:
+        found = pickle.loads(data)
+    except Exception as e:
+        missing = e.name if isinstance(e, ModuleNotFoundError) and isinstance(e.name, str) else None
+        cause = f"Make the module '{missing}' importable where the payload loads, or " if missing else "Or "
+        raise CustomObjectLoadError(
+            f"Could not load {named}, which the payload carries by value (cloudpickle): unpickling it failed with "
+            f"{type(e).__name__}: {shorten(str(e), 300)}. {cause}{BY_VALUE_REMEDY.format(name=short)}.",
+            name=named,
+            missing_module=missing,
+            original_error=e,
+        ) from e
+    if not isinstance(found, (type, types.FunctionType)):
+        raise KerasUnpicklingError(
+            f"Malformed payload: {named}, carried by value, unpickled to a {type(found).__name__}, "
+            "not a class or function."
+        )
+    return found

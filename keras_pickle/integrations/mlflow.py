@@ -1,0 +1,207 @@
+"""An MLflow flavor whose logged model is one keras_pickle payload, loaded through safe mode.
+
+MLflow's ``mlflow.sklearn`` stores models with skops by default, which refuses custom classes,
+and its pickle formats run whatever the file says on load. This flavor stores a keras_pickle
+payload (with its checksum) and names this module as the pyfunc loader, so loading the logged
+model unpickles no code: ``mlflow.pyfunc.load_model`` and :func:`load_model` read the payload with
+``keras_pickle.loads`` (safe mode)::
+
+    import keras_pickle.integrations.mlflow as keras_pickle_mlflow
+
+    with mlflow.start_run():
+        info = keras_pickle_mlflow.log_model(model, name="model", code_paths=["layers.py"])
+    served = mlflow.pyfunc.load_model(info.model_uri)      # a fresh process: keras_pickle.loads
+    served.predict(x)                                         # model.predict(x), as a numpy array
+    keras_pickle_mlflow.load_model(info.model_uri)          # the Keras model itself
+
+The model's requirements name keras-pickle, Keras and the backend, pinned to the writing
+process's versions. Custom classes travel as the payload carries them: by reference (ship their
+module with ``code_paths``: loading imports the modules shipped so, and only those, then safe mode
+judges each class by name) or, defined in the main script, by
+value, which safe mode loads only when the loader opts in (``model_config={"allow_by_value":
+True}`` for pyfunc, ``allow_by_value=True`` here). Importing this module requires ``mlflow``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.metadata
+import os
+import sys
+from typing import Any
+
+import keras
+import numpy as np
+import yaml
+from mlflow.models import Model
+from mlflow.models.model import MLMODEL_FILE_NAME
+from mlflow.models.utils import _save_example
+from mlflow.pyfunc import add_to_model
+from mlflow.tracking.artifact_utils import _download_artifact_from_uri
+from mlflow.utils.environment import (
+    _CONDA_ENV_FILE_NAME,
+    _PYTHON_ENV_FILE_NAME,
+    _REQUIREMENTS_FILE_NAME,
+    _mlflow_conda_env,
+    _process_conda_env,
+    _process_pip_requirements,
+    _PythonEnv,
+)
+from mlflow.utils.model_utils import (
+    _add_code_from_conf_to_system_path,
+    _get_flavor_configuration,
+    _validate_and_copy_code_paths,
+)
+
+from .._api import dumps, load
+from .._version import __version__
+
+FLAVOR_NAME = "keras_pickle"
+PAYLOAD_FILE = "model.keras_pickle"
+_BACKEND_PACKAGES = {"tensorflow": "tensorflow", "jax": "jax", "torch": "torch", "numpy": "numpy"}
+
+
+def get_default_pip_requirements() -> list[str]:
+    """keras-pickle, Keras and the backend's package, pinned to this process's versions."""
+    packages = ["keras", _BACKEND_PACKAGES.get(keras.config.backend(), "numpy")]
+    return [f"keras-pickle=={__version__}"] + [f"{name}=={importlib.metadata.version(name)}" for name in packages]
+
+
+def get_default_conda_env() -> dict:
+    return _mlflow_conda_env(additional_pip_deps=get_default_pip_requirements())
+
+
+def save_model(
+    model: Any,
+    path: str,
+    *,
+    conda_env: Any = None,
+    code_paths: list[str] | None = None,
+    mlflow_model: Model | None = None,
+    signature: Any = None,
+    input_example: Any = None,
+    pip_requirements: Any = None,
+    extra_pip_requirements: Any = None,
+    metadata: dict | None = None,
+) -> None:
+    """Write ``model`` (a Keras object, or a structure safe mode loads) as an MLflow model at ``path``.
+
+    ``path`` must not exist. The payload is ``keras_pickle.dumps(model, checksum=True)``.
+    """
+    path = os.path.abspath(path)
+    if os.path.exists(path):
+        raise FileExistsError(f"Cannot save the model: {path} already exists.")
+    os.makedirs(path)
+    mlflow_model = Model() if mlflow_model is None else mlflow_model
+    if signature is not None:
+        mlflow_model.signature = signature
+    if input_example is not None:
+        _save_example(mlflow_model, input_example, path)
+    if metadata is not None:
+        mlflow_model.metadata = metadata
+    code_dir = _validate_and_copy_code_paths(code_paths, path)
+    with open(os.path.join(path, PAYLOAD_FILE), "wb") as file:
+        file.write(dumps(model, checksum=True))
+    add_to_model(
+        mlflow_model,
+        loader_module=__name__,
+        data=PAYLOAD_FILE,
+        code=code_dir,
+        conda_env=_CONDA_ENV_FILE_NAME,
+        python_env=_PYTHON_ENV_FILE_NAME,
+        # Declared so that a loader may override it: mlflow.pyfunc.load_model(uri, model_config={...}).
+        model_config={"allow_by_value": False},
+    )
+    mlflow_model.add_flavor(
+        FLAVOR_NAME,
+        data=PAYLOAD_FILE,
+        code=code_dir,
+        modules=_shipped_modules(path, code_dir),
+        keras_pickle_version=__version__,
+        keras_version=keras.__version__,
+        backend=keras.config.backend(),
+    )
+    mlflow_model.save(os.path.join(path, MLMODEL_FILE_NAME))
+    if conda_env is None:
+        defaults = get_default_pip_requirements() if pip_requirements is None else None
+        conda_env, requirements, _constraints = _process_pip_requirements(
+            defaults, pip_requirements, extra_pip_requirements
+        )
+    else:
+        conda_env, requirements, _constraints = _process_conda_env(conda_env)
+    with open(os.path.join(path, _CONDA_ENV_FILE_NAME), "w") as file:
+        yaml.safe_dump(conda_env, stream=file, default_flow_style=False)
+    with open(os.path.join(path, _REQUIREMENTS_FILE_NAME), "w") as file:
+        file.write("\n".join(requirements))
+    _PythonEnv.current().to_yaml(os.path.join(path, _PYTHON_ENV_FILE_NAME))
+
+
+def log_model(model: Any, name: str | None = None, *, registered_model_name: str | None = None, **kwargs: Any):
+    """Log ``model`` to the active run (:func:`save_model`'s keywords); MLflow's ``ModelInfo``."""
+    return Model.log(
+        artifact_path=None,
+        name=name,
+        flavor=sys.modules[__name__],
+        registered_model_name=registered_model_name,
+        model=model,
+        **kwargs,
+    )
+
+
+def load_model(model_uri: str, dst_path: str | None = None, *, allow_by_value: bool = False) -> Any:
+    """The logged object, read with ``keras_pickle.loads`` in safe mode (``allow_by_value``: see the module)."""
+    local = _download_artifact_from_uri(artifact_uri=model_uri, output_path=dst_path)
+    conf = _get_flavor_configuration(model_path=local, flavor_name=FLAVOR_NAME)
+    _add_code_from_conf_to_system_path(local, conf)
+    return _read(os.path.join(local, conf["data"]), allow_by_value)
+
+
+def _shipped_modules(path: str, code_dir: str | None) -> list[str]:
+    """The top-level modules and packages ``code_paths`` copied into the model's code directory."""
+    if code_dir is None:
+        return []
+    found = []
+    for entry in sorted(os.listdir(os.path.join(path, code_dir))):
+        name, extension = os.path.splitext(entry)
+        if (extension == ".py" or os.path.isfile(os.path.join(path, code_dir, entry, "__init__.py"))) and name:
+            found.append(name)
+    return found
+
+
+def _read(payload_path: str, allow_by_value: bool) -> Any:
+    """Import the modules the model ships (its code: safe mode resolves classes of imported modules only),
+    then ``keras_pickle.load`` in safe mode."""
+    model_dir = os.path.dirname(payload_path)
+    conf = Model.load(os.path.join(model_dir, MLMODEL_FILE_NAME)).flavors.get(FLAVOR_NAME, {})
+    code_dir = conf.get("code")
+    for name in conf.get("modules") or ():
+        shipped = code_dir and any(
+            os.path.isfile(os.path.join(model_dir, code_dir, *parts))
+            for parts in ((f"{name}.py",), (name, "__init__.py"))
+        )
+        if shipped:  # never a module from elsewhere, whatever the MLmodel file says
+            importlib.import_module(name)
+    with open(payload_path, "rb") as file:
+        return load(file, allow_by_value=allow_by_value)
+
+
+class _PyFuncModel:
+    """What ``mlflow.pyfunc.load_model`` wraps: ``predict`` of the loaded object, as numpy."""
+
+    def __init__(self, model: Any):
+        self.model = model
+
+    def get_raw_model(self) -> Any:
+        return self.model
+
+    def predict(self, data: Any, params: dict | None = None) -> Any:
+        inputs = data.to_numpy() if hasattr(data, "to_numpy") else data
+        if isinstance(self.model, keras.Model):
+            return self.model.predict(inputs, verbose=0)
+        return np.asarray(self.model.predict(inputs))
+
+
+def _load_pyfunc(data_path: str, model_config: dict | None = None) -> _PyFuncModel:
+    """MLflow's pyfunc entry point (``loader_module``): ``model_config={"allow_by_value": True}`` opts in."""
+    allow_by_value = bool((model_config or {}).get("allow_by_value", False))
+    return _PyFuncModel(_read(data_path, allow_by_value))

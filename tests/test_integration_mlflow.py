@@ -1,0 +1,122 @@
+"""MLflow: a Keras model logged as a keras_pickle payload, served by ``mlflow.pyfunc`` in a fresh process.
+
+The logged model holds no pickled code (its pyfunc loader is ``keras_pickle.integrations.mlflow``),
+the fresh process reads it in safe mode and predicts bit-identically; its custom layer's module
+travels with ``code_paths`` and nowhere else; a class carried by value loads only when the loader
+opts in.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import keras
+import numpy as np
+import pytest
+import yaml
+from helpers import engine, run_python
+
+import keras_pickle
+
+mlflow = engine("mlflow")
+keras_pickle_mlflow = engine("keras_pickle.integrations.mlflow")
+
+LAYERS_MODULE = """
+import keras
+
+
+class MlflowGate(keras.layers.Layer):
+    def build(self, input_shape):
+        self.w = self.add_weight(shape=(input_shape[-1],), initializer="random_normal", name="w")
+
+    def call(self, x):
+        return x * keras.ops.sigmoid(self.w)
+"""
+
+SERVE = """
+import json, sys
+import mlflow, numpy as np
+x = np.load(sys.argv[1])
+found = {"gate_importable": __import__("importlib").util.find_spec("mlflow_case_layers") is not None}
+for name, uri in json.loads(sys.argv[2]).items():
+    try:
+        found[name] = mlflow.pyfunc.load_model(uri).predict(x).tobytes().hex()
+    except Exception as e:
+        found[name] = type(e).__name__ + ": " + str(e)
+found["by_value_allowed"] = mlflow.pyfunc.load_model(
+    json.loads(sys.argv[2])["by_value"], model_config={"allow_by_value": True}).predict(x).tobytes().hex()
+print(json.dumps(found))
+"""
+
+
+@pytest.fixture
+def layers_module(tmp_path, monkeypatch):
+    source = tmp_path / "src" / "mlflow_case_layers.py"
+    source.parent.mkdir()
+    source.write_text(LAYERS_MODULE)
+    monkeypatch.syspath_prepend(str(source.parent))
+    import mlflow_case_layers
+
+    yield source, mlflow_case_layers
+    sys.modules.pop("mlflow_case_layers", None)
+
+
+def trained(gate_class) -> tuple[keras.Model, np.ndarray]:
+    """Scaler and network in one Keras model: an adapted Normalization, the custom layer, Dense; one epoch."""
+    keras.utils.set_random_seed(0)
+    x = np.random.default_rng(0).normal(3.0, 2.0, size=(32, 4)).astype("float32")
+    scaler = keras.layers.Normalization()
+    scaler.adapt(x)
+    model = keras.Sequential([keras.Input((4,)), scaler, gate_class(), keras.layers.Dense(1)])
+    model.compile(optimizer="adam", loss="mse")
+    model.fit(x, x.sum(axis=1), epochs=1, batch_size=8, verbose=0)
+    return model, x
+
+
+def test_a_logged_model_serves_bit_identically_in_a_fresh_process_through_safe_mode(
+    tmp_path, layers_module, monkeypatch
+):
+    source, layers = layers_module
+    model, x = trained(layers.MlflowGate)
+    # A class of the main script (here made one), carried by value: refused unless the loader opts in.
+    carried = type("CarriedGate", (layers.MlflowGate,), {"__module__": "__main__"})
+    monkeypatch.setattr(sys.modules["__main__"], "CarriedGate", carried, raising=False)
+    by_value_model, _ = trained(carried)
+
+    tracking = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", tracking)  # the serving process finds the run there too
+    mlflow.set_tracking_uri(tracking)
+    with mlflow.start_run():
+        by_reference = keras_pickle_mlflow.log_model(model, name="model", code_paths=[str(source)])
+        by_value = keras_pickle_mlflow.log_model(by_value_model, name="carried")
+    np.save(tmp_path / "x.npy", x)
+    uris = {"by_reference": by_reference.model_uri, "by_value": by_value.model_uri}
+    served = json.loads(run_python(SERVE, str(tmp_path / "x.npy"), json.dumps(uris), cwd=tmp_path).splitlines()[-1])
+
+    assert not served["gate_importable"]  # the layer's module reached the fresh process through code_paths only
+    assert served["by_reference"] == model.predict(x, verbose=0).tobytes().hex()
+    assert served["by_value"].startswith("UnsafePayloadError") and "allow_by_value=True" in served["by_value"]
+    assert served["by_value_allowed"] == by_value_model.predict(x, verbose=0).tobytes().hex()
+
+
+def test_the_logged_model_declares_keras_pickle_and_holds_no_pickled_code(tmp_path, layers_module):
+    source, layers = layers_module
+    model, x = trained(layers.MlflowGate)
+    path = tmp_path / "saved"
+    keras_pickle_mlflow.save_model(model, str(path), code_paths=[str(source)])
+    files = sorted(p.relative_to(path).as_posix() for p in path.rglob("*") if p.is_file())
+    assert "model.keras_pickle" in files and not [f for f in files if f.endswith((".pkl", ".pickle", ".cloudpickle"))]
+    mlmodel = yaml.safe_load((path / "MLmodel").read_text())
+    assert mlmodel["flavors"]["python_function"]["loader_module"] == "keras_pickle.integrations.mlflow"
+    assert mlmodel["flavors"]["keras_pickle"]["keras_pickle_version"] == keras_pickle.__version__
+    requirements = (path / "requirements.txt").read_text().splitlines()
+    assert f"keras-pickle=={keras_pickle.__version__}" in requirements
+    assert f"keras=={keras.__version__}" in requirements
+    restored = keras_pickle_mlflow.load_model(str(path))
+    assert type(restored.layers[1]) is layers.MlflowGate
+    for original, loaded in zip(
+        model.variables + model.optimizer.variables, restored.variables + restored.optimizer.variables
+    ):
+        assert np.array_equal(keras.ops.convert_to_numpy(original), keras.ops.convert_to_numpy(loaded)), original.path
+    assert np.array_equal(restored.predict(x, verbose=0), model.predict(x, verbose=0))
