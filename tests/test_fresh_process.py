@@ -82,6 +82,28 @@ def test_round_trip_in_a_fresh_interpreter(tmp_path):
         assert f"fresh-process round trip ok: {kind}" in out
 
 
+def test_safe_mode_loads_a_compiled_model_as_the_first_thing_a_fresh_process_does(tmp_path):
+    """Nothing built before: the backend's own optimizer class (PyTorch names its Adam
+    ``keras.src.backend.torch.optimizers.torch_adam.Adam``) resolves without importing its module."""
+    model = zoo.trained(zoo.sequential)
+    (tmp_path / "model.pkl").write_bytes(keras_pickle.dumps(model))
+    save_expected(model, tmp_path / "model.npz")
+    out = run_python(
+        f"""
+        import numpy as np, keras_pickle, zoo, helpers
+        model = keras_pickle.loads(open({str(tmp_path / "model.pkl")!r}, "rb").read())
+        expected = np.load({str(tmp_path / "model.npz")!r})
+        values = helpers.variable_values(model)
+        assert len(values) == int(expected["n"]) and all(
+            raw == expected[f"v{{i}}"].tobytes() for i, (_p, _d, _s, raw) in enumerate(values)
+        )
+        print("optimizer", type(model.optimizer).__module__, type(model.optimizer).__name__)
+        """,
+        env={"PYTHONPATH": f"{TESTS_DIR.parent}:{TESTS_DIR}"},
+    )
+    assert f"optimizer {type(model.optimizer).__module__} {type(model.optimizer).__name__}" in out
+
+
 MAIN_SCRIPT = """
     import os, pickle, sys
     os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"

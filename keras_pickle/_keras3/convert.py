@@ -158,23 +158,34 @@ def _jax_holds(dtype: str) -> bool:
     return np.dtype(value.dtype).name == dtype
 
 
+def public_optimizer(module: Any, name: Any) -> type | None:
+    """The public class (``keras.optimizers.Adam``) of a backend's own optimizer class
+    (``keras.src.backend.torch.optimizers.torch_adam`` + ``Adam``), or ``None``.
+
+    Keras resolves the public class to the loading backend's own when it builds the optimizer,
+    so naming it never needs the backend's module imported by name.
+    """
+    if not (isinstance(module, str) and isinstance(name, str) and _BACKEND_OPTIMIZER.fullmatch(module)):
+        return None
+    public = getattr(keras.optimizers, name, None)
+    return public if _is_optimizer_class(public) else None
+
+
 def portable_config(config: Any) -> Any:
-    """``config`` with each built-in optimizer class of another backend named by its public class.
+    """``config`` with each backend's own built-in optimizer class named by its public class.
 
     ``{"module": "keras.src.backend.torch.optimizers.torch_adam", "class_name": "Adam"}`` becomes
-    ``{"module": "keras.optimizers", "class_name": "Adam"}`` outside PyTorch; a class of this
-    process's backend, and a class ``keras.optimizers`` does not name, are kept. Returns a new
-    structure; ``config`` is not changed.
+    ``{"module": "keras.optimizers", "class_name": "Adam"}``, which Keras resolves to the loading
+    backend's own class: PyTorch's again under PyTorch (without importing its module by name, which
+    safe mode never does), its own under another backend. A class ``keras.optimizers`` does not
+    name is kept. Returns a new structure; ``config`` is not changed.
     """
-    current = keras.backend.backend()
     config = copy.deepcopy(config)
     for node in configs.object_refs(config):
         module, name = node.get("module"), node.get("class_name")
         # Keras records a built-in class with its class name as registered name.
-        if isinstance(module, str) and isinstance(name, str) and node.get("registered_name") in (None, name):
-            match = _BACKEND_OPTIMIZER.fullmatch(module)
-            if match and match.group(1) != current and _is_optimizer_class(getattr(keras.optimizers, name, None)):
-                node["module"] = "keras.optimizers"
+        if node.get("registered_name") in (None, name) and public_optimizer(module, name) is not None:
+            node["module"] = "keras.optimizers"
     return config
 
 

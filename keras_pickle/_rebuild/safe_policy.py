@@ -28,6 +28,7 @@ from keras.src.api_export import get_symbol_from_name
 from keras.src.saving import object_registration, serialization_lib
 
 from .. import _dialect
+from .._keras3 import convert as _convert
 from .._reader.allowlist import KERAS_PACKAGES, GlobalsPolicy, package_of, refusal
 from .._tfkeras import build as _tfkeras_build
 from .._tfkeras import classes as _tfkeras_classes
@@ -215,9 +216,9 @@ def resolve_like_keras(ref: dict, custom_objects: dict[str, Any]) -> Any:
     if not isinstance(module, str) or not module:
         return None
     if package_of(module) in KERAS_PACKAGES:
-        found = get_symbol_from_name(f"{module}.{name}")
+        found = get_symbol_from_name(f"{module}.{name}") or _convert.public_optimizer(module, name)
         if found is not None:
-            return found
+            return found  # a backend's own optimizer: rebuilt as its public class (_convert.portable_config)
     if is_function and module == "builtins":
         for namespace in serialization_lib.BUILTIN_MODULES:
             found = get_symbol_from_name(f"keras.{namespace}.{name}")
