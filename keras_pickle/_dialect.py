@@ -40,6 +40,13 @@ def version(dialect: str) -> str | None:
     return getattr(module, "__version__", None)
 
 
+def backend(dialect: str) -> str:
+    """The backend ``dialect`` runs on here: Keras 3's configured one; TensorFlow for tf-keras."""
+    if dialect == TF_KERAS:
+        return "tensorflow"
+    return sys.modules["keras"].backend.backend()
+
+
 def name(dialect: str) -> str:
     return DIALECT_NAMES.get(dialect, str(dialect))
 

@@ -6,8 +6,6 @@ import dataclasses
 import json
 from typing import Any
 
-import keras
-
 from .. import _dialect
 from .._keras3 import backend as _backend
 from .._keras3 import compile as _compile
@@ -161,9 +159,8 @@ def _header(obj: Any, kind: str, body: dict) -> dict:
         body=body,
         checksum=dump_options().checksum,
         dialect=dialect,
-        keras_version=keras.__version__ if dialect == _dialect.KERAS3 else _dialect.version(dialect),
-        # tf-keras runs on TensorFlow whatever Keras 3's backend is.
-        backend=_backend.backend_name() if dialect == _dialect.KERAS3 else "tensorflow",
+        keras_version=_dialect.version(dialect),
+        backend=_dialect.backend(dialect),
     )
 
 

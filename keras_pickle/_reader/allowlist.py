@@ -93,6 +93,21 @@ KERAS_PACKAGES = ("keras", "tf_keras")
 """The packages Keras itself lives in: no payload's custom object stands for what they define."""
 
 
+DESERIALIZERS = frozenset({"get", "serialize", "deserialize"})
+"""Names in a Keras function namespace that look objects up or build them: never vouched for."""
+
+
+def exported_functions(package: Any, namespaces: tuple[str, ...]) -> frozenset[int]:
+    """``id()`` of every plain function ``package`` (Keras or tf-keras, passed in: nothing is imported
+    here) exports in ``namespaces`` (``"activations"``, ``"losses"``...), :data:`DESERIALIZERS` aside."""
+    return frozenset(
+        id(value)
+        for namespace in namespaces
+        for name, value in vars(getattr(package, namespace)).items()
+        if isinstance(value, types.FunctionType) and name not in DESERIALIZERS
+    )
+
+
 def package_of(module: str) -> str:
     return module.split(".", 1)[0]
 

@@ -29,7 +29,7 @@ from keras.src.saving import object_registration, serialization_lib
 
 from .. import _dialect
 from .._keras3 import convert as _convert
-from .._reader.allowlist import KERAS_PACKAGES, GlobalsPolicy, package_of, refusal
+from .._reader.allowlist import KERAS_PACKAGES, GlobalsPolicy, exported_functions, package_of, refusal
 from .._tfkeras import build as _tfkeras_build
 from .._tfkeras import classes as _tfkeras_classes
 from .._tfkeras import safe as _tfkeras_safe
@@ -39,7 +39,6 @@ from .._wire.reprs import bounded_repr
 from ..errors import LambdaLayerError, UnsafePayloadError
 
 _PURE_NAMESPACES = ("activations", "losses", "metrics", "ops")
-_DESERIALIZERS = frozenset({"get", "serialize", "deserialize"})
 
 
 def safe_mode_bases() -> tuple[type, ...]:
@@ -68,12 +67,7 @@ def refused_layer_classes() -> dict[type, str]:
 @functools.cache
 def _pure_keras_functions() -> frozenset[int]:
     """``id()`` of every function Keras exports as an activation, loss, metric or op (deserializers aside)."""
-    found = set()
-    for namespace in _PURE_NAMESPACES:
-        for name, value in vars(getattr(keras, namespace)).items():
-            if isinstance(value, types.FunctionType) and name not in _DESERIALIZERS:
-                found.add(id(value))
-    return frozenset(found)
+    return exported_functions(keras, _PURE_NAMESPACES)
 
 
 def registered_with_keras(function: Any) -> bool:

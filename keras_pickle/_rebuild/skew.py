@@ -40,7 +40,6 @@ from typing import Any
 import keras
 
 from .. import _dialect
-from .._keras3 import backend as _backend
 from .._version import __version__
 from .._wire import configs, schema
 from .._wire.refs import unwrap
@@ -119,8 +118,8 @@ def sides(header: Any) -> str | None:
     dialect = dialect if dialect in schema.DIALECTS else _dialect.KERAS3
     written = {key: header.get(key) for key in ("keras_version", "backend", "format_version")}
     here = {
-        "keras_version": keras.__version__ if dialect == _dialect.KERAS3 else _dialect.version(dialect),
-        "backend": _backend.backend_name() if dialect == _dialect.KERAS3 else "tensorflow",
+        "keras_version": _dialect.version(dialect),
+        "backend": _dialect.backend(dialect),
         "format_version": schema.FORMAT_VERSION,
     }
     if written == here:

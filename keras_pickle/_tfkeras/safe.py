@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import functools
 import sys
-import types
 from typing import Any
 
+from .._reader.allowlist import exported_functions
 from .._wire import configs
 from .._wire.refs import unwrap
 from .._wire.reprs import bounded_repr
@@ -24,7 +24,6 @@ from ..errors import LambdaLayerError, UnsafePayloadError
 from . import classes
 
 _PURE_NAMESPACES = ("activations", "losses", "metrics")
-_DESERIALIZERS = frozenset({"get", "serialize", "deserialize"})
 _MODULES = ("keras", "tf_keras")
 
 
@@ -51,13 +50,7 @@ def refused_layer_classes() -> dict[type, str]:
 
 @functools.cache
 def _pure_functions() -> frozenset[int]:
-    k = classes.tf_keras()
-    found = set()
-    for namespace in _PURE_NAMESPACES:
-        for name, value in vars(getattr(k, namespace)).items():
-            if isinstance(value, types.FunctionType) and name not in _DESERIALIZERS:
-                found.add(id(value))
-    return frozenset(found)
+    return exported_functions(classes.tf_keras(), _PURE_NAMESPACES)
 
 
 def _registry() -> Any:
