@@ -14,6 +14,7 @@ from ._protocol import load_failure as _load_failure
 from ._reader import safe
 from ._reader.prescan import check_lengths, describe_bytes, foreign_format, peek
 from ._rebuild.safe_policy import globals_policy
+from ._wire.stream import JoinedStream
 from .errors import KerasPickleError, KerasPicklingError, NotAPayloadError, UnsafePayloadError
 
 # _allow and _format publish the reconstructors payloads name; safe mode resolves those from
@@ -34,9 +35,9 @@ def dumps(
     out of band instead of being copied into the stream. ``checksum=True``
     records an xxh3 checksum of the content, verified on load.
     """
-    buffer = io.BytesIO()
-    dump(obj, buffer, protocol, checksum=checksum, buffer_callback=buffer_callback)
-    return buffer.getvalue()
+    stream = JoinedStream()
+    dump(obj, stream, protocol, checksum=checksum, buffer_callback=buffer_callback)
+    return stream.getvalue()
 
 
 def dump(
