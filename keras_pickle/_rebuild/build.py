@@ -82,12 +82,21 @@ def _rebuild_with_state(blueprint: Blueprint, *, safe_mode: bool) -> Any:
     def custom_objects(wire: bool) -> dict[str, Any]:
         return _construct.constructing_custom_objects(blueprint.custom_objects, constructed, wire=wire)
 
+    decoded = json.loads(blueprint.config_json)
+    compile_config = decoded.get("compile_config") if isinstance(decoded, dict) else None
+    unconsumed = [decoded]
+
+    def config() -> Any:
+        # Keras's deserializer consumes the config it is given: the first attempt takes the one
+        # decoded above, a retry decodes it anew.
+        return unconsumed.pop() if unconsumed else json.loads(blueprint.config_json)
+
     skip = _construct.argument_variables(constructed)
     for wire in (True, False):
         # Nodes from recorded specs, verified against the payload; else traced, as Keras does.
         try:
             obj, deferred = _from_config_deferred(
-                blueprint.config_json, custom_objects(wire), safe_mode=safe_mode, expected=expected, wire=wire
+                config(), custom_objects(wire), safe_mode=safe_mode, expected=expected, wire=wire
             )
         except KerasPickleError:
             raise
@@ -98,7 +107,7 @@ def _rebuild_with_state(blueprint: Blueprint, *, safe_mode: bool) -> Any:
             break
     else:
         obj = from_config(
-            blueprint.config_json,
+            config(),
             custom_objects(False),
             safe_mode=safe_mode,
             expected_variables=expected,
@@ -108,7 +117,6 @@ def _rebuild_with_state(blueprint: Blueprint, *, safe_mode: bool) -> Any:
         census = Census(obj)
     _rebuild_state.apply_to_layers(census, state, skip=skip)
     _deferred.initialize_leftovers(deferred)
-    compile_config = json.loads(blueprint.config_json).get("compile_config")
     if compile_config or blueprint.compile_call is not None:
         with _optimizer_left_unbuilt(obj):
             _compile.compile_rebuilt(
@@ -147,16 +155,16 @@ def _optimizer_left_unbuilt(model: Any):
         model.built = True
 
 
-def _from_config_deferred(config_json, custom_objects, *, safe_mode, expected, wire=False) -> tuple[Any, list]:
+def _from_config_deferred(config, custom_objects, *, safe_mode, expected, wire=False) -> tuple[Any, list]:
     with _deferred.deferred_variables() as deferred:
         obj = from_config(
-            config_json, custom_objects, safe_mode=safe_mode, expected_variables=expected, compile=False, wire=wire
+            config, custom_objects, safe_mode=safe_mode, expected_variables=expected, compile=False, wire=wire
         )
     return obj, deferred
 
 
 def from_config(
-    config_json: str,
+    config_json: str | dict,
     custom_objects: dict[str, Any],
     *,
     safe_mode: bool,
@@ -164,15 +172,15 @@ def from_config(
     compile: bool = True,
     wire: bool = False,
 ) -> Any:
-    """Build a fresh object from a JSON config.
+    """Build a fresh object from a JSON config, or from one decoded, which this consumes.
 
-    The config is decoded anew on every call: Keras's deserializer consumes
+    A JSON config is decoded anew on every call: Keras's deserializer consumes
     the dict it is given. ``expected_variables`` is how many variables the
     original had; see :func:`_build_sublayers`. ``compile=False`` skips the
     compile config. ``wire=True`` creates a plain Functional's or Sequential's
     nodes from the specs its config records (:mod:`keras_pickle._keras3.graph`).
     """
-    config = json.loads(config_json)
+    config = json.loads(config_json) if isinstance(config_json, str) else config_json
     if safe_mode:
         refuse_embedded_code(config)
     if not compile and isinstance(config, dict):
