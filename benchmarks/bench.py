@@ -100,6 +100,7 @@ import subprocess
 import sys
 import time
 import traceback
+from collections.abc import Callable
 from pathlib import Path
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
@@ -127,6 +128,7 @@ from _bench_core import (  # noqa: E402
 from _bench_memory import IMPLS, KERAS, KP, memory_child, memory_jobs, run_memory_children  # noqa: E402, F401
 from _bench_models import LOADS_IN_A_ROW, PLANS, build, dense100mb, describe, nbytes, state_variables, sweep_specs  # noqa: E402, F401
 from _bench_report import draw_chart, evaluate_goals, mb, print_all, print_goals  # noqa: E402
+from keras.src.backend.common import global_state  # noqa: E402
 
 import keras_pickle  # noqa: E402
 from keras_pickle._capture import config as _config  # noqa: E402
@@ -259,6 +261,30 @@ def dumps_phases(subject: Subject, repeat: int) -> dict:
 # --------------------------------------------------------------------------
 
 
+def construct_layers(config: dict) -> list:
+    """Keras constructing and building every layer a Functional or Sequential config lists, no initializer run.
+
+    The layers' variables are created in a ``keras.StatelessScope(initialize_variables=False)``, so
+    what is timed is Keras's own work per layer (its constructor, ``build_from_config``, each
+    ``add_weight``), without a graph, an initial value or a saved one: the least that any rebuild
+    from a config pays, keras_pickle's loads and deepcopy included.
+    """
+    uninitialized = global_state.get_global_attribute("uninitialized_variables")
+    try:
+        with keras.StatelessScope(initialize_variables=False):
+            return [keras.saving.deserialize_keras_object(c) for c in config["config"]["layers"]]
+    finally:  # the scope registers every variable it defers: do not let the bench accumulate them
+        global_state.set_global_attribute("uninitialized_variables", uninitialized)
+
+
+def check_layer_count(expected: int) -> Callable[[list], None]:
+    def check(layers: list) -> None:
+        if len(layers) != expected or not all(isinstance(layer, keras.Operation) for layer in layers):
+            raise AssertionError(f"the bound built {len(layers)} layers, the config lists {expected}")
+
+    return check
+
+
 def floor_loads(subject: Subject, repeat: int) -> dict:
     model, notes = subject.model, []
     set_installed(False)
@@ -279,11 +305,18 @@ def floor_loads(subject: Subject, repeat: int) -> dict:
         rebuilt.set_weights(saved)
         return rebuilt
 
+    def construction_bound():
+        return construct_layers(json.loads(config_json))
+
     floor_checks = checks(subject, notes, strict=False, weights_only=True)
     ours = checks(subject, notes, strict=True)
     contenders = [Contender("floor", False, floor, **floor_checks)]
     if isinstance(model, keras.Sequential):
         contenders.append(Contender("linear floor", False, linear_floor, **floor_checks))
+    inner = json.loads(config_json).get("config")
+    if isinstance(inner, dict) and "layers" in inner:
+        bound_check = check_layer_count(len(inner["layers"]))
+        contenders.append(Contender("construction bound", False, construction_bound, check=bound_check))
     contenders += [
         Contender("keras_pickle loads", True, lambda: loads(payload), **ours),
         Contender("keras_pickle deepcopy", True, lambda: copy.deepcopy(model), **ours),
@@ -302,6 +335,9 @@ def floor_loads(subject: Subject, repeat: int) -> dict:
         "all_s": times,
         "notes": notes,
     }
+    if "construction bound" in b:
+        row["construction_bound_s"] = b["construction bound"]
+        row["construction_bound_ratio"] = ratio(b["construction bound"], b["floor"])
     if "linear floor" in b:
         row["loads_ratio_linear"] = ratio(b["keras_pickle loads"], b["linear floor"])
         row["deepcopy_ratio_linear"] = ratio(b["keras_pickle deepcopy"], b["linear floor"])
