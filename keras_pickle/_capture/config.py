@@ -26,11 +26,11 @@ def config_of(obj: Any) -> dict:
     """
     if _dialect.of(obj) == _dialect.TF_KERAS:
         return _tfkeras_build.config_of(obj)
-    return _graph.annotate(_names.canonical_config(_serialize_with_sharing(obj)), obj)
+    return _graph.annotate(_serialize_with_sharing(obj), obj)
 
 
 def _serialize_with_sharing(obj: Any) -> dict:
-    """``serialize_keras_object(obj)`` with every occurrence of a shared object marked.
+    """``serialize_keras_object(obj)``, canonical, with every occurrence of a shared object marked.
 
     Keras marks an object serialized twice with ``shared_object_id`` on every
     occurrence but the first whenever the first sits in another object's
@@ -44,14 +44,14 @@ def _serialize_with_sharing(obj: Any) -> dict:
     """
     with serialization_lib.ObjectSharingScope():
         config = serialization_lib.serialize_keras_object(obj)
-    shared = _names.kept_shared_ids(config)
+    canonical, shared = _names.canonicalize(config)
     if not shared:
-        return config
+        return canonical
     with serialization_lib.ObjectSharingScope():
         recorded = global_state.get_global_attribute("shared_objects/id_to_config_map")
         recorded.update({object_id: {} for object_id in shared})
         marked = serialization_lib.serialize_keras_object(obj)
-    return marked if _names.only_marks_added(config, marked, shared) else config
+    return _names.canonical_config(marked) if _names.only_marks_added(config, marked, shared) else canonical
 
 
 def config_to_json(config: dict, obj: Any) -> str:

@@ -233,7 +233,12 @@ def canonical_config(config: Any) -> Any:
     share none after loading (and sharing one means nothing). Returns a new
     structure; ``config`` is not changed.
     """
-    renumbered: dict[int, int] = {}
+    return canonicalize(config)[0]
+
+
+def canonicalize(config: Any) -> tuple[Any, set]:
+    """:func:`canonical_config` of ``config``, and the ``shared_object_id`` values of ``config`` it kept."""
+    renumbered: dict[Any, int] = {}
 
     def walk(node: Any) -> Any:
         if isinstance(node, dict):
@@ -251,23 +256,7 @@ def canonical_config(config: Any) -> Any:
             return tuple(walk(value) for value in node)
         return node
 
-    return walk(config)
-
-
-def kept_shared_ids(config: Any) -> set[int]:
-    """The ``shared_object_id`` values that :func:`canonical_config` keeps."""
-    ids = set()
-    stack = [config]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, dict):
-            value = node.get(SHARED_OBJECT_KEY)
-            if _is_id(value) and not _is_stateless_keras_object(node):
-                ids.add(value)
-            stack.extend(node.values())
-        elif isinstance(node, (list, tuple)):
-            stack.extend(node)
-    return ids
+    return walk(config), set(renumbered)
 
 
 def only_marks_added(config: Any, marked: Any, ids: set[int]) -> bool:

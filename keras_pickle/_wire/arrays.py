@@ -8,6 +8,7 @@ and ``bytes`` under protocols 0-4.
 
 from __future__ import annotations
 
+import functools
 import math
 import pickle
 from collections.abc import Iterable
@@ -32,6 +33,7 @@ EXTENSION_ITEMSIZES = {
 }
 
 
+@functools.lru_cache(maxsize=64)  # a model has a handful of dtypes and many arrays; dtype.name is slow
 def dtype_to_wire(dtype: np.dtype) -> str:
     dtype = np.dtype(dtype)
     if dtype.name in EXTENSION_ITEMSIZES:
