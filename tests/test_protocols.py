@@ -88,15 +88,44 @@ def test_dumps_returns_the_stream_dump_writes_to_a_file(protocol):
     assert_same_state(model, keras_pickle.loads(data))
 
 
-def test_joined_stream_copies_small_mutable_writes_and_keeps_large_ones_until_joined():
+def test_joined_stream_copies_writable_writes_and_keeps_large_immutable_ones_until_joined():
     stream = JoinedStream()
     small, large = bytearray(b"abc"), np.arange(1 << 15, dtype="float32")
+    frozen_base = np.arange(1 << 15, dtype="float32")
+    frozen = frozen_base.view()
+    frozen.flags.writeable = False
     assert stream.write(b"head") == 4
     assert stream.write(small) == 3
     assert stream.write(pickle.PickleBuffer(large)) == large.nbytes
-    small[:] = b"xyz"  # a pickler may reuse a small buffer: what was written stays written
-    assert stream.getvalue() == b"headabc" + large.tobytes()
-    assert stream.getvalue() == b"headabc" + large.tobytes()  # joining again gives the same bytes
+    assert stream.write(pickle.PickleBuffer(frozen)) == frozen.nbytes
+    expected = b"headabc" + large.tobytes()
+    small[:] = b"xyz"  # writable memory may change later in the dump: what was written stays written
+    large[:] = -1
+    frozen_base[:] = 7  # a read-only buffer is kept uncopied until the join (the one copy)
+    assert stream.getvalue() == expected + frozen_base.tobytes()
+    assert stream.getvalue() == expected + frozen_base.tobytes()  # joining again gives the same bytes
+
+
+class _ZeroesTheKernel:
+    """Pickled after the model in one stream: its reducer overwrites the model's kernel mid-dump."""
+
+    def __init__(self, model):
+        self.model = model
+
+    def __reduce__(self):
+        kernel = self.model.layers[0].kernel
+        kernel.assign(np.zeros(kernel.shape, kernel.dtype))
+        return (str, ("done",))
+
+
+def test_dumps_keeps_the_values_written_when_a_later_reducer_changes_them():
+    """A PyTorch variable is read in band as a view of the live tensor: the stream copies it when written."""
+    model = keras.Sequential([keras.Input((128,)), keras.layers.Dense(256)])
+    before = keras.ops.convert_to_numpy(model.layers[0].kernel).copy()
+    data = keras_pickle.dumps([model, _ZeroesTheKernel(model)], protocol=5, checksum=True)
+    restored, note = keras_pickle.loads(data, safe_mode=False)  # the checksum, taken at capture, verifies
+    assert note == "done" and not keras.ops.convert_to_numpy(model.layers[0].kernel).any()
+    np.testing.assert_array_equal(keras.ops.convert_to_numpy(restored.layers[0].kernel), before)
 
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float64", "mixed_bfloat16"])
