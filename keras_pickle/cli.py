@@ -16,13 +16,14 @@ import sys
 from pathlib import Path
 
 from ._inspect import inspect_all
-from .errors import KerasPickleError
+from .errors import ChecksumMismatchError, KerasPickleError
 
 INSPECT_EXIT_CODES = """exit status:
   0  every payload was described
   1  the file cannot be read, or holds no readable keras_pickle payload
   2  usage error
-  3  a checksum was recomputed (--verify) and does not match"""
+  3  the payload is damaged: its checksum, recomputed (--verify), does not match, or the stream is
+     too damaged to read and shows a keras_pickle payload that carries a checksum"""
 
 CHECK_EXIT_CODES = """exit status:
   0  the object is pickle-safe
@@ -120,7 +121,7 @@ def _inspect_command(path: str, *, verify: bool, as_json: bool) -> int:
         infos = inspect_all(path, verify=verify)
     except (OSError, KerasPickleError) as e:
         _error("inspect", str(e), as_json=as_json, error_type=type(e).__name__)
-        return 1
+        return 3 if isinstance(e, ChecksumMismatchError) else 1
     for number, info in enumerate(infos, 1):
         if as_json:
             print(json.dumps(info.to_json()))
@@ -128,7 +129,7 @@ def _inspect_command(path: str, *, verify: bool, as_json: bool) -> int:
             if len(infos) > 1:
                 print(f"payload {number} of {len(infos)} in {path}")
             print(info)
-    return 3 if any(info.checksum_status.startswith("MISMATCH") for info in infos) else 0
+    return 3 if any(info.checksum_status.startswith(("MISMATCH", "DAMAGED")) for info in infos) else 0
 
 
 if __name__ == "__main__":

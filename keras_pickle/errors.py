@@ -144,7 +144,23 @@ class BackendConversionError(StateMismatchError):
 
 
 class ChecksumMismatchError(KerasUnpicklingError):
-    """The payload's content does not match the checksum in its header."""
+    """The payload's content does not match the checksum in its header: it was damaged after it was written.
+
+    ``expected`` is the checksum the payload carries, ``computed`` the checksum of its content as
+    it is now (None when the damage left it too malformed to compute one).
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        expected: str | None = None,
+        computed: str | None = None,
+        original_error: BaseException | None = None,
+    ):
+        super().__init__(message, original_error=original_error)
+        self.expected = expected
+        self.computed = computed
 
 
 class ResourceLimitError(KerasUnpicklingError):

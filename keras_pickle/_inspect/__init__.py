@@ -37,6 +37,7 @@ from collections.abc import Iterable
 from typing import IO, Any
 
 from .._reader.prescan import SIGNATURES
+from .._wire import damage
 from .._wire.reprs import shorten
 from ..errors import KerasPickleError, NotAPayloadError
 from .describe import describe
@@ -89,8 +90,10 @@ def inspect_all(
     """
     with opened(data) as pickle_input:
         source = pickle_input.source
+        start = b""
         try:
-            head = pickle_input.stream.peek(8)[:8]
+            start = bytes(pickle_input.stream.peek(damage.HEAD_BYTES)[: damage.HEAD_BYTES])
+            head = start[:8]
             for signature, description in SIGNATURES:
                 if head.startswith(signature):
                     raise NotAPayloadError(f"Not a keras_pickle payload: {source} is {description}.", found=description)
@@ -100,6 +103,12 @@ def inspect_all(
             buffer_list = list(buffers) if buffers is not None else None
             payloads = _outermost_first(stream.payloads)
             return [describe(stream, call, verify=verify, buffers=buffer_list) for call in payloads]
+        except NotAPayloadError as e:
+            # A stream whose start shows a keras_pickle payload is a damaged payload, not "not a payload".
+            damaged = damage.stream_damage(start, source, e)
+            if damaged is not None:
+                raise damaged from e
+            raise
         except KerasPickleError:
             raise
         except Exception as e:  # malformed input must never escape as anything else

@@ -11,10 +11,20 @@ from typing import Any
 from .. import limits
 from .._reader.allowlist import refused_outright
 from .._wire import checksum as wire_checksum
-from .._wire import configs
+from .._wire import configs, damage
 from .._wire.arrays import wire_itemsize
 from .._wire.refs import InertReference, qualified_name
-from .._wire.schema import DEFINED_HERE, FORMAT_NAME, FORMAT_VERSION, REGISTERED
+from .._wire.schema import (
+    DEFINED_HERE,
+    FORMAT_NAME,
+    FORMAT_VERSION,
+    HEADER_FIELDS,
+    HEADER_FIELDS_V3,
+    KINDS,
+    REGISTERED,
+    body_fields,
+    check_exact_fields,
+)
 from ..errors import KerasPickleError
 from . import verdict
 from .machine import Stream
@@ -133,10 +143,15 @@ def describe(stream: Stream, payload: Call, *, verify: bool, buffers: list | Non
     if stream.persistent_ids:
         warnings.append("the pickle uses persistent ids, which keras_pickle payloads never do")
 
+    problems = _field_problems(header, body)
+    warnings.extend(problems)
     checksum = header.get("checksum")
     status = _checksum_status(checksum, header, body, sections, verify=verify, buffers=buffers)
+    status = _damage_status(status, damage.carried_checksum(header), problems, verify=verify)
     if status.startswith("MISMATCH"):
         warnings.append("the content does not match its checksum: it was changed or damaged")
+    elif status.startswith("DAMAGED"):
+        warnings.append("the payload is damaged where its checksum does not reach: it was changed after it was written")
 
     def text(key: str) -> str | None:
         value = header.get(key)
@@ -256,8 +271,8 @@ def _checksum_status(checksum: Any, header: dict, body: dict, sections, *, verif
             "keras_pickle.limits.MAX_HELD_BYTES)"
         )
     resolved = _with_buffers(body, buffers)
-    if resolved is None or not _checksummable(header, resolved):
-        return "present (not verified: the payload is malformed)"
+    if resolved is None or not wire_checksum.checksummable(header, resolved):
+        return _MALFORMED
     algorithm = checksum.partition(":")[0]
     names = _custom_object_names(resolved.get("custom_objects", {}))
     if names is None:
@@ -272,8 +287,51 @@ def _checksum_status(checksum: Any, header: dict, body: dict, sections, *, verif
     except KerasPickleError:
         return f"present (not verified: unknown algorithm {short(algorithm)})"
     except Exception:
-        return "present (not verified: the payload is malformed)"
+        return _MALFORMED
     return "verified" if actual == checksum else f"MISMATCH (computed {actual})"
+
+
+_MALFORMED = "present (not verified: the payload is malformed)"
+
+
+def _damage_status(status: str, carried: str | None, problems: list[str], *, verify: bool) -> str:
+    """The checksum status of a payload that carries a checksum (``carried``) and is damaged, as loading reports it.
+
+    A payload is checksummed whole and well-formed: with ``verify``, one too malformed to
+    recompute its checksum, whose checksum field or algorithm was damaged, does not match it
+    ("MISMATCH"); one whose checksum matches but whose fields are not what keras_pickle writes
+    (``problems``: names the checksum does not cover) is "DAMAGED". Otherwise ``status`` as it is.
+    """
+    if carried is None:
+        return status
+    if status == "absent":  # the "checksum" key itself was damaged
+        found = f"the header's checksum field is damaged: {carried} is under another key"
+    elif status == _MALFORMED:
+        found = "none computable: the payload is malformed"
+    elif status.startswith("present (not verified: unknown algorithm"):
+        found = f"the checksum names an unknown algorithm: {carried}"
+    elif status == "verified" and problems and verify:
+        return f"DAMAGED (the checksum matches, but {problems[0]})"
+    else:
+        return status
+    return f"MISMATCH ({found})" if verify else "present (not verified)"
+
+
+def _field_problems(header: dict, body: dict) -> list[str]:
+    """What is wrong with the names of the header's and the body's fields (which no checksum covers)."""
+    version = header.get("format_version")
+    if not (isinstance(version, int) and not isinstance(version, bool) and 1 <= version <= FORMAT_VERSION):
+        return []
+    problems = []
+    expected = [("header", header, HEADER_FIELDS if version >= 4 else HEADER_FIELDS_V3)]
+    if header.get("kind") in KINDS:
+        expected.append((f"{header['kind']} body", body, body_fields(header)))
+    for what, fields, names in expected:
+        try:
+            check_exact_fields(what, fields, names)
+        except KerasPickleError as e:
+            problems.append(str(e).removeprefix("Corrupt keras_pickle payload: ").rstrip("."))
+    return problems
 
 
 def _registered_name(value: Any, reconstructor: tuple[str, str] = REGISTERED) -> str | None:
@@ -309,59 +367,6 @@ def _custom_object_names(custom: dict) -> dict[str, str] | None:
             return None
         names[key] = qualified_name(InertReference(None, f"{value.module}.{value.name}"))
     return names
-
-
-def _checksummable(header: dict, body: dict) -> bool:
-    """Whether every value the checksum feeds (as its repr) is plain, so that computing it is cheap.
-
-    Checks what :func:`keras_pickle._wire.checksum.content_checksum` reads: the
-    header's fields, the body's scalars, every entry's key, dtype, shape and data,
-    every asset's path and content, and the custom objects' keys. Shared nested values
-    make a repr exponential; they are refused here rather than fed.
-    """
-    if not all(isinstance(key, str) and _plain(value) for key, value in header.items()):
-        return False
-    if not all(_plain(body.get(key)) for key in ("config", "optimizer_built", "dtype_policy")):
-        return False
-    custom = body.get("custom_objects", {})
-    if not (isinstance(custom, dict) and all(isinstance(key, str) for key in custom)):
-        return False
-    states = body.get("layer_states", [])
-    if not (isinstance(states, list) and all(isinstance(s, tuple) and len(s) == 3 for s in states)):
-        return False
-    held = body.get("held_optimizers", [])
-    if not (isinstance(held, list) and all(isinstance(h, tuple) and len(h) == 5 for h in held)):
-        return False
-    if not all(_plain(h[0]) and _plain(h[1]) and _plain(h[2]) and _plain(h[3]) for h in held):
-        return False
-    optimizers = body.get("compile_objects", {})
-    if not (isinstance(optimizers, dict) and all(_plain(k) and _plain(v) for k, v in optimizers.items())):
-        return False
-    sections = [body.get("variables", []), body.get("optimizer_variables", []), body.get("metric_variables", [])]
-    sections += [s[1] for s in states] + [h[4] for h in held]
-    for entries in sections:
-        if not isinstance(entries, list):
-            return False
-        for entry in entries:
-            if not (isinstance(entry, tuple) and len(entry) == 4 and all(_plain(part) for part in entry)):
-                return False
-    for index, _own, assets in states:
-        if not (_plain(index) and isinstance(assets, list)):
-            return False
-        if not all(isinstance(a, tuple) and len(a) == 2 and _plain(a[0]) and _plain(a[1]) for a in assets):
-            return False
-    return True
-
-
-def _plain(value: Any, depth: int = 1) -> bool:
-    """A scalar (an int of at most 64 bits), or a tuple or list of at most 64 of them: its repr is cheap."""
-    if value is None or isinstance(value, (bool, float, str, bytes, bytearray, memoryview)):
-        return True
-    if isinstance(value, int):
-        return value.bit_length() <= 64
-    if isinstance(value, (tuple, list)) and depth > 0 and len(value) <= 64:
-        return all(_plain(item, depth - 1) for item in value)
-    return False
 
 
 def _holds_blobs(body: dict) -> bool:

@@ -124,16 +124,26 @@ def evaluate(pickle_input: Input, *, hold_data: bool) -> Stream:
         return result
 
     highest = 0
+    frame_end = None  # where the current frame's announced length ends (pickle's own framing, not content)
     try:
-        for opcode, arg in PickleReader(pickle_input, hold_data=hold_data).ops():
+        reader = PickleReader(pickle_input, hold_data=hold_data)
+        for opcode, arg in reader.ops():
             name = opcode.name
             stream.parsed = True
             highest = max(highest, opcode.proto)
             if name == "PROTO":
                 stream.protocol = int(arg)
             elif name == "FRAME":
-                pass
+                # A pickler writes frames one after another, the last one ending with STOP: a frame
+                # starting inside another, or announcing more than the pickle holds, is damage.
+                if frame_end is not None and reader.position - 9 < frame_end:
+                    raise _Malformed("a frame starts inside the previous one")
+                frame_end = reader.position + int(arg)
             elif name == "STOP":
+                if frame_end is not None and frame_end > reader.position:
+                    raise _Malformed(
+                        f"its last frame announces {frame_end - reader.position:,} bytes more than the pickle holds"
+                    )
                 break
             elif name == "MARK":
                 metastack.append(stack)

@@ -73,6 +73,63 @@ def content_checksum(
     return f"{algorithm}:{digest.hexdigest()}"
 
 
+def checksummable(header: dict, body: dict) -> bool:
+    """Whether every value :func:`content_checksum` feeds (as its repr) is plain, so that computing it is cheap.
+
+    For a header and body that may not have passed the schema's checks (a damaged payload, a
+    payload the inspector reads): checks the header's fields, the body's scalars, every entry's
+    key, dtype, shape and data, every asset's path and content, the custom objects' keys and
+    the shape of the ``constructed`` list. Shared nested values make a repr exponential; they
+    are refused here rather than fed. True does not mean the payload is well-formed.
+    """
+    if not all(isinstance(key, str) and _plain(value) for key, value in header.items()):
+        return False
+    if not all(_plain(body.get(key)) for key in ("config", "optimizer_built", "dtype_policy")):
+        return False
+    custom = body.get("custom_objects", {})
+    if not (isinstance(custom, dict) and all(isinstance(key, str) for key in custom)):
+        return False
+    constructed = body.get("constructed", [])
+    if not (isinstance(constructed, (list, tuple)) and all(isinstance(c, tuple) and c for c in constructed)):
+        return False
+    states = body.get("layer_states", [])
+    if not (isinstance(states, list) and all(isinstance(s, tuple) and len(s) == 3 for s in states)):
+        return False
+    held = body.get("held_optimizers", [])
+    if not (isinstance(held, list) and all(isinstance(h, tuple) and len(h) == 5 for h in held)):
+        return False
+    if not all(_plain(h[0]) and _plain(h[1]) and _plain(h[2]) and _plain(h[3]) for h in held):
+        return False
+    optimizers = body.get("compile_objects", {})
+    if not (isinstance(optimizers, dict) and all(_plain(k) and _plain(v) for k, v in optimizers.items())):
+        return False
+    sections = [body.get("variables", []), body.get("optimizer_variables", []), body.get("metric_variables", [])]
+    sections += [s[1] for s in states] + [h[4] for h in held]
+    for entries in sections:
+        if not isinstance(entries, list):
+            return False
+        for entry in entries:
+            if not (isinstance(entry, tuple) and len(entry) == 4 and all(_plain(part) for part in entry)):
+                return False
+    for index, _own, assets in states:
+        if not (_plain(index) and isinstance(assets, list)):
+            return False
+        if not all(isinstance(a, tuple) and len(a) == 2 and _plain(a[0]) and _plain(a[1]) for a in assets):
+            return False
+    return True
+
+
+def _plain(value: Any, depth: int = 1) -> bool:
+    """A scalar (an int of at most 64 bits), or a tuple or list of at most 64 of them: its repr is cheap."""
+    if value is None or isinstance(value, (bool, float, str, bytes, bytearray, memoryview, pickle.PickleBuffer)):
+        return True
+    if isinstance(value, int):
+        return value.bit_length() <= 64
+    if isinstance(value, (tuple, list)) and depth > 0 and len(value) <= 64:
+        return all(_plain(item, depth - 1) for item in value)
+    return False
+
+
 def _feeder(digest: Any) -> Callable[..., None]:
     """``feed(*parts)``: each part into ``digest``, length-prefixed (buffers raw, anything else as its repr)."""
 

@@ -16,7 +16,6 @@ from typing import Any
 from .. import limits
 from .._version import __version__
 from ..errors import (
-    ChecksumMismatchError,
     FormatVersionError,
     KerasUnpicklingError,
     NotAPayloadError,
@@ -26,6 +25,7 @@ from .arrays import WireArray, check_entry, wire_nbytes
 from .bounds import check_value, config_depth
 from .checksum import CHECKSUM_ALGORITHM, CHECKSUM_ALGORITHMS, checksum_algorithm, content_checksum
 from .configs import count_listed_layers
+from .damage import carried_checksum, damaged, recomputed
 from .reprs import as_text, bounded_repr, shorten
 
 FORMAT_NAME = "keras_pickle"
@@ -123,8 +123,42 @@ def check_header(header: object) -> dict:
     """Validate a header, or raise the error that says what was found.
 
     Everything the header claims is checked against the resource limits here,
-    before the body is looked at.
+    before the body is looked at. A header that carries a checksum and fails a check
+    is damaged (:mod:`.damage`): every field checked here is one the checksum covers,
+    so it is a :class:`~keras_pickle.ChecksumMismatchError` that says so; a format
+    version newer than this keras_pickle reads stays a
+    :class:`~keras_pickle.FormatVersionError` whose message names that possibility too.
     """
+    try:
+        return _check_header(header)
+    except ResourceLimitError:
+        raise
+    except FormatVersionError as e:
+        if carried_checksum(header) is None:
+            raise
+        raise FormatVersionError(
+            f"{e} If this keras_pickle wrote it, the payload is damaged instead (its header's "
+            "format_version was changed after it was written): this keras_pickle cannot verify the "
+            "checksum of a format it does not read, so write it again from the original object.",
+            found_version=e.found_version,
+            supported_version=e.supported_version,
+        ) from e
+    except KerasUnpicklingError as e:
+        checksum = carried_checksum(header)
+        if checksum is None:
+            raise
+        raise damaged(_found(e), checksum=checksum, cause=e) from e
+
+
+def _found(error: BaseException) -> str:
+    """What a schema check found, from its message: without the "Corrupt..." prefix or the final period."""
+    text = str(error)
+    for prefix in ("Corrupt keras_pickle payload: ", "Not a keras_pickle payload: "):
+        text = text.removeprefix(prefix)
+    return text.rstrip(".")
+
+
+def _check_header(header: object) -> dict:
     if not (isinstance(header, dict) and header.get("format") == FORMAT_NAME):
         found = "a dict without the keras_pickle marker" if isinstance(header, dict) else f"a {type(header).__name__}"
         raise NotAPayloadError(
@@ -222,7 +256,31 @@ def check_body(header: dict, body: object, *, is_custom_object: Callable[[Any], 
     size, the header's variable count and byte count against the body, that
     every custom object is what ``is_custom_object`` accepts, the number of
     layers the config lists, and then the checksum, if any.
+
+    With a checksum, a failed check is damage (:func:`.damage.damaged`), save a resource limit
+    exceeded by content that still matches its checksum (a payload as written, larger than this
+    process allows): the payload was checksummed whole and well-formed, so the error is a
+    :class:`~keras_pickle.ChecksumMismatchError` that names what the check found, with the
+    checksum recomputed where the content still allows it.
     """
+    expected = header.get("checksum")
+    try:
+        body = _check_body(header, body, is_custom_object)
+    except KerasUnpicklingError as e:
+        if expected is None:
+            raise
+        computed = recomputed(header, body)
+        if computed == expected and isinstance(e, ResourceLimitError):
+            raise  # a payload as it was written, larger than this process's limits allow
+        raise damaged(_found(e), checksum=expected, computed=computed, cause=e) from e
+    if expected is not None:
+        actual = content_checksum(header, body, checksum_algorithm(expected))
+        if actual != expected:
+            raise damaged(None, checksum=expected, computed=actual)
+    return body
+
+
+def _check_body(header: dict, body: object, is_custom_object: Callable[[Any], bool]) -> dict:
     if not isinstance(body, dict) or not isinstance(body.get("config"), str):
         raise KerasUnpicklingError("Corrupt keras_pickle payload: the body has no config.")
     check_exact_fields(f"{header['kind']} body", body, body_fields(header))
@@ -254,14 +312,6 @@ def check_body(header: dict, body: object, *, is_custom_object: Callable[[Any], 
     for text in (body.get("compile_objects") or {}).values():
         parse_config(text, "an optimizer config of its compile() call")
     limits.check_limit("MAX_LAYERS", count_listed_layers(config), "its config lists more layers")
-    expected = header.get("checksum")
-    if expected is not None:
-        actual = content_checksum(header, body, checksum_algorithm(expected))
-        if actual != expected:
-            raise ChecksumMismatchError(
-                f"The payload's content does not match its checksum ({expected} in the "
-                f"header, {actual} computed): it was changed or damaged after it was written."
-            )
     return body
 
 
