@@ -109,6 +109,7 @@ HERE = Path(__file__).resolve().parent
 if str(HERE) not in sys.path:  # the helper modules, also when loaded by `keras-pickle bench`
     sys.path.insert(0, str(HERE))
 
+import _bench_args  # noqa: E402
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
 from _bench_core import (  # noqa: E402
@@ -561,23 +562,10 @@ def _short(func: tuple) -> str:
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="keras-pickle bench", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--quick", action="store_true", help="tiny models (a smoke test, for the tests)")
-    parser.add_argument("--repeat", type=int, default=3, help="best of N runs (default 3; 10 x N for the MLP)")
-    parser.add_argument("--only", nargs="+", choices=list(PLANS), metavar="MODEL", help=f"only: {', '.join(PLANS)}")
-    parser.add_argument("--no-sweep", action="store_true", help="skip the state-size and depth sweeps")
-    parser.add_argument("--no-memory", action="store_true", help="skip the memory measurements (child processes)")
-    parser.add_argument("--profile", action="store_true", help="cProfile keras_pickle's loads of each model")
-    quick_dir = "benchmarks/results/quick.*"
-    parser.add_argument("--json", type=Path, help=f"results (default docs/bench-results.json; --quick: {quick_dir})")
-    parser.add_argument("--png", type=Path, help=f"chart (default docs/bench.png; --quick: {quick_dir})")
-    parser.add_argument("--memory-child", help=argparse.SUPPRESS)
-    args = parser.parse_args(argv)
-    if args.json is None:
-        args.json = HERE / "results" / "quick.json" if args.quick else DOCS / "bench-results.json"
-    if args.png is None:
-        args.png = HERE / "results" / "quick.png" if args.quick else DOCS / "bench.png"
-    return args
+    """The command line (``_bench_args``, which the CLI parses before it imports this module)."""
+    if tuple(PLANS) != _bench_args.MODEL_NAMES:
+        raise RuntimeError(f"_bench_args.MODEL_NAMES {_bench_args.MODEL_NAMES} differ from PLANS {tuple(PLANS)}")
+    return _bench_args.parse_args(argv)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -585,8 +573,6 @@ def main(argv: list[str] | None = None) -> int:
     if args.memory_child:
         print(json.dumps(memory_child(json.loads(args.memory_child), _source_revision())), flush=True)
         return 0
-    if args.repeat < 1:
-        raise SystemExit("--repeat must be at least 1")
     run = Run(args.quick, args.repeat)
     source = _source_revision()  # what was imported, before anyone edits it
     names = args.only or list(PLANS)

@@ -1,8 +1,11 @@
 """The ``keras-pickle`` command: ``demo``, ``check``, ``inspect`` and ``bench``.
 
-``inspect`` and ``--help`` import neither Keras nor a backend (``inspect``
-reads bytes; it starts in the time Python does); ``check`` and ``demo``
-import Keras when they run.
+Help and usage errors come first, for every command, before Keras or a backend
+is imported (``bench`` parses its arguments with ``benchmarks/_bench_args.py``
+before it loads ``bench.py``; ``check`` imports its target before Keras, so a
+target that cannot be imported is named at once). ``inspect`` imports neither
+Keras nor a backend at all (it reads bytes; it starts in the time Python does);
+``check`` and ``demo`` import Keras when they run.
 """
 
 from __future__ import annotations
@@ -36,7 +39,7 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv[:1] == ["bench"]:
         return _bench_command(argv[1:])  # every other argument belongs to bench.py
-    args = _parser().parse_args(argv)
+    args = _parse(argv)
     if args.command == "check":
         return _check_command(args.target, as_json=args.json)
     if args.command == "demo":
@@ -46,10 +49,22 @@ def main(argv: list[str] | None = None) -> int:
     return _inspect_command(args.file, verify=args.verify, as_json=args.json)
 
 
-def _parser() -> argparse.ArgumentParser:
+def _parse(argv: list[str]) -> argparse.Namespace:
+    """The parsed command line; a usage error exits with the usage of the command it belongs to (status 2)."""
+    parser, commands = _parser()
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:  # argparse would blame the top-level parser and print its usage, not the command's
+        commands[args.command].error(f"unrecognized arguments: {' '.join(unknown)}")
+    return args
+
+
+def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser]]:
+    """The top-level parser, and each command's own parser by name."""
     parser = argparse.ArgumentParser(prog="keras-pickle", description="Pickle Keras 3 models faithfully.")
     commands = parser.add_subparsers(dest="command", required=True)
-    commands.add_parser("demo", help="Keras's built-in pickling vs keras_pickle through a spawn process pool")
+    demo_parser = commands.add_parser(
+        "demo", help="Keras's built-in pickling vs keras_pickle through a spawn process pool"
+    )
     inspect_parser = commands.add_parser(
         "inspect",
         help="describe a pickled model without loading it (imports nothing the file names, runs none of its code)",
@@ -63,7 +78,7 @@ def _parser() -> argparse.ArgumentParser:
     inspect_parser.add_argument(
         "--json", action="store_true", help="print one JSON object per payload, one per line (keys: docs/guide.md)"
     )
-    commands.add_parser(
+    bench_parser = commands.add_parser(
         "bench", help="benchmark Keras's pickling and keras_pickle side by side (benchmarks/bench.py --help)"
     )
     check_parser = commands.add_parser(
@@ -75,7 +90,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     check_parser.add_argument("target", help="module:attribute, e.g. my_training:dataset")
     check_parser.add_argument("--json", action="store_true", help="print the report as one JSON object")
-    return parser
+    return parser, {"demo": demo_parser, "inspect": inspect_parser, "bench": bench_parser, "check": check_parser}
 
 
 def _error(command: str, message: str, *, as_json: bool, error_type: str) -> None:
@@ -89,31 +104,42 @@ def _check_command(target: str, *, as_json: bool) -> int:
     if not module_name or not attribute:
         _error("check", f"expected module:attribute, got {target!r}", as_json=as_json, error_type="UsageError")
         return 2
-    from ._check import check  # imports Keras: only for this command
-
     sys.path.insert(0, os.getcwd())
-    try:
+    try:  # the target first: one that cannot be imported is named before Keras is imported
         obj = importlib.import_module(module_name)
         for part in attribute.split("."):
             obj = getattr(obj, part)
     except (ImportError, AttributeError) as e:
         _error("check", f"cannot find {target}: {e}", as_json=as_json, error_type=type(e).__name__)
         return 2
+    from ._check import check  # imports Keras: only for this command
+
     report = check(obj, name=attribute)
     print(json.dumps(report.to_json()) if as_json else report)
     return 0 if report.ok else 1
 
 
 def _bench_command(bench_args: list[str]) -> int:
-    """Run benchmarks/bench.py from the source tree keras_pickle is installed from."""
-    script = Path(__file__).resolve().parent.parent / "benchmarks" / "bench.py"
+    """Run benchmarks/bench.py from the source tree keras_pickle is installed from.
+
+    Its arguments are parsed first by ``benchmarks/_bench_args.py``, which imports no Keras:
+    ``--help`` and usage errors answer before bench.py imports Keras and a backend.
+    """
+    benchmarks = Path(__file__).resolve().parent.parent / "benchmarks"
+    script = benchmarks / "bench.py"
     if not script.is_file():
         print(f"keras-pickle bench: {script} not found; run it from a source checkout.", file=sys.stderr)
         return 2
-    spec = importlib.util.spec_from_file_location("keras_pickle_bench", script)
+    _load(benchmarks / "_bench_args.py", "keras_pickle_bench_args").parse_args(bench_args)
+    return _load(script, "keras_pickle_bench").main(bench_args)
+
+
+def _load(path: Path, name: str):
+    """The module at ``path``, executed under ``name``."""
+    spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    return module.main(bench_args)
+    return module
 
 
 def _inspect_command(path: str, *, verify: bool, as_json: bool) -> int:

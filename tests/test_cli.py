@@ -93,3 +93,50 @@ def test_inspect_in_a_fresh_process_refuses_a_decompression_bomb(tmp_path):
     result = keras_pickle_command("inspect", "bomb.pkl.bz2", cwd=tmp_path)
     assert result.returncode == 1 and result.stdout == ""
     assert "keras_pickle.limits.MAX_OPCODES" in result.stderr and "Traceback" not in result.stderr
+
+
+# Every call in one fresh interpreter, in turn: the exit status, what was printed, and whether Keras or a
+# backend had been imported by then. Nothing may import one before answering help or a usage error.
+ANSWERS_BEFORE_IMPORTING = """
+import contextlib, io, json, sys
+from keras_pickle.cli import main
+
+results = []
+for argv in json.loads(sys.argv[1]):
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
+        try:
+            status = main(argv)
+        except SystemExit as e:
+            status = e.code
+    heavy = sorted(m for m in ("keras", "tensorflow", "jax", "torch") if m in sys.modules)
+    results.append({"argv": argv, "status": status, "out": out.getvalue(), "heavy": heavy})
+print(json.dumps(results))
+"""
+
+
+def test_help_and_usage_errors_answer_before_keras_or_a_backend_is_imported(tmp_path):
+    calls = {
+        ("--help",): (0, "usage: keras-pickle [-h]"),
+        ("check", "--help"): (0, "usage: keras-pickle check"),
+        ("check",): (2, "usage: keras-pickle check"),
+        ("check", "no_such_module_kp:x"): (2, "cannot find no_such_module_kp:x"),
+        ("check", "no-colon"): (2, "expected module:attribute"),
+        ("inspect", "--help"): (0, "usage: keras-pickle inspect"),
+        ("inspect", "--bogus", "model.pkl"): (2, "usage: keras-pickle inspect"),
+        ("demo", "--bogus"): (2, "usage: keras-pickle demo"),
+        ("bench", "--help"): (0, "usage: keras-pickle bench"),
+        ("bench", "--bogus"): (2, "usage: keras-pickle bench"),
+        ("bench", "--only", "no_such_model"): (2, "invalid choice"),
+        ("bench", "--repeat", "0"): (2, "--repeat must be at least 1"),
+    }
+    out = run_python(ANSWERS_BEFORE_IMPORTING, json.dumps([list(argv) for argv in calls]), cwd=tmp_path)
+    results = json.loads(out.strip().splitlines()[-1])
+    assert len(results) == len(calls)
+    for result in results:
+        status, expected = calls[tuple(result["argv"])]
+        assert result["status"] == status, result
+        assert expected in result["out"], result
+        assert result["heavy"] == [], result
+    bogus = next(r for r in results if r["argv"][:2] == ["inspect", "--bogus"])
+    assert "unrecognized arguments: --bogus" in bogus["out"] and "{demo,inspect,bench,check}" not in bogus["out"]
