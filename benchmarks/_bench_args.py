@@ -31,6 +31,9 @@ def parser() -> argparse.ArgumentParser:
     quick_dir = "benchmarks/results/quick.*"
     parser.add_argument("--json", type=Path, help=f"results (default docs/bench-results.json; --quick: {quick_dir})")
     parser.add_argument("--png", type=Path, help=f"chart (default docs/bench.png; --quick: {quick_dir})")
+    parser.add_argument(
+        "--verbose", action="store_true", help="let TensorFlow log as it does by default (keras-pickle bench)"
+    )
     parser.add_argument("--memory-child", help=argparse.SUPPRESS)
     return parser
 

@@ -6,6 +6,10 @@ before it loads ``bench.py``; ``check`` imports its target before Keras, so a
 target that cannot be imported is named at once). ``inspect`` imports neither
 Keras nor a backend at all (it reads bytes; it starts in the time Python does);
 ``check`` and ``demo`` import Keras when they run.
+
+TensorFlow's C++ logging stays off the terminal (:mod:`keras_pickle._quiet`: ``TF_CPP_MIN_LOG_LEVEL=3``
+before TensorFlow is imported, inherited by the demo's workers, and what TensorFlow prints while it
+is imported caught) unless ``--verbose`` is given to ``demo``, ``check`` or ``bench``.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ import os
 import sys
 from pathlib import Path
 
+from . import _quiet
 from ._inspect import inspect_all
 from .errors import ChecksumMismatchError, KerasPickleError
 
@@ -28,6 +33,8 @@ INSPECT_EXIT_CODES = """exit status:
   3  the payload is damaged: its checksum, recomputed (--verify), does not match, or the stream is
      too damaged to read and shows a keras_pickle payload that carries a checksum"""
 
+VERBOSE_HELP = "let TensorFlow log as it does by default (it is kept quiet otherwise)"
+
 CHECK_EXIT_CODES = """exit status:
   0  the object is pickle-safe
   1  the object is not pickle-safe (each problem is listed)
@@ -35,18 +42,29 @@ CHECK_EXIT_CODES = """exit status:
 
 
 def main(argv: list[str] | None = None) -> int:
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv[:1] == ["bench"]:
         return _bench_command(argv[1:])  # every other argument belongs to bench.py
     args = _parse(argv)
+    if args.command == "inspect":
+        return _inspect_command(args.file, verify=args.verify, as_json=args.json)
+    _logging(verbose=args.verbose)
     if args.command == "check":
-        return _check_command(args.target, as_json=args.json)
-    if args.command == "demo":
+        return _check_command(args.target, as_json=args.json, verbose=args.verbose)
+    with _quiet.quietly(not args.verbose):
         from . import demo  # imports Keras: only for this command
+    return demo.main(verbose=args.verbose)
 
-        return demo.main()
-    return _inspect_command(args.file, verify=args.verify, as_json=args.json)
+
+def _logging(*, verbose: bool) -> None:
+    """Before TensorFlow is imported: its C++ logging at level 3 (quiet), or at its default, 0 (``--verbose``).
+
+    A level set in the environment wins either way.
+    """
+    if verbose:
+        os.environ.setdefault(_quiet.LEVEL, "0")
+    else:
+        _quiet.quiet_environment()
 
 
 def _parse(argv: list[str]) -> argparse.Namespace:
@@ -65,6 +83,7 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
     demo_parser = commands.add_parser(
         "demo", help="Keras's built-in pickling vs keras_pickle through a spawn process pool"
     )
+    demo_parser.add_argument("--verbose", action="store_true", help=VERBOSE_HELP)
     inspect_parser = commands.add_parser(
         "inspect",
         help="describe a pickled model without loading it (imports nothing the file names, runs none of its code)",
@@ -90,6 +109,7 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
     )
     check_parser.add_argument("target", help="module:attribute, e.g. my_training:dataset")
     check_parser.add_argument("--json", action="store_true", help="print the report as one JSON object")
+    check_parser.add_argument("--verbose", action="store_true", help=VERBOSE_HELP)
     return parser, {"demo": demo_parser, "inspect": inspect_parser, "bench": bench_parser, "check": check_parser}
 
 
@@ -99,20 +119,22 @@ def _error(command: str, message: str, *, as_json: bool, error_type: str) -> Non
         print(json.dumps({"error": message, "error_type": error_type}))
 
 
-def _check_command(target: str, *, as_json: bool) -> int:
+def _check_command(target: str, *, as_json: bool, verbose: bool) -> int:
     module_name, _, attribute = target.partition(":")
     if not module_name or not attribute:
         _error("check", f"expected module:attribute, got {target!r}", as_json=as_json, error_type="UsageError")
         return 2
     sys.path.insert(0, os.getcwd())
     try:  # the target first: one that cannot be imported is named before Keras is imported
-        obj = importlib.import_module(module_name)
+        with _quiet.quietly(not verbose):
+            obj = importlib.import_module(module_name)
         for part in attribute.split("."):
             obj = getattr(obj, part)
     except (ImportError, AttributeError) as e:
         _error("check", f"cannot find {target}: {e}", as_json=as_json, error_type=type(e).__name__)
         return 2
-    from ._check import check  # imports Keras: only for this command
+    with _quiet.quietly(not verbose):
+        from ._check import check  # imports Keras: only for this command
 
     report = check(obj, name=attribute)
     print(json.dumps(report.to_json()) if as_json else report)
@@ -130,8 +152,11 @@ def _bench_command(bench_args: list[str]) -> int:
     if not script.is_file():
         print(f"keras-pickle bench: {script} not found; run it from a source checkout.", file=sys.stderr)
         return 2
-    _load(benchmarks / "_bench_args.py", "keras_pickle_bench_args").parse_args(bench_args)
-    return _load(script, "keras_pickle_bench").main(bench_args)
+    args = _load(benchmarks / "_bench_args.py", "keras_pickle_bench_args").parse_args(bench_args)
+    _logging(verbose=args.verbose)
+    with _quiet.quietly(not args.verbose):
+        bench = _load(script, "keras_pickle_bench")  # imports Keras
+    return bench.main(bench_args)
 
 
 def _load(path: Path, name: str):

@@ -5,7 +5,11 @@ code) is trained, pickled, sent to a two-process spawn pool where each worker
 trains its copy one more epoch and sends it back, and compared with the same
 training done locally. The same journey runs once with Keras's own
 ``__reduce__`` and once with keras_pickle; the table says what worked, how
-long it took and how large the payload was. No downloads, no arguments.
+long it took and how large the payload was. No downloads; one option, ``--verbose``.
+
+TensorFlow's C++ logging is kept quiet, in this process and in the workers (whose
+initializer imports Keras with :func:`keras_pickle._quiet.import_keras_quietly`), unless
+``verbose``: the table is what the demo shows.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ import keras  # noqa: E402
 import numpy as np  # noqa: E402
 
 import keras_pickle  # noqa: E402
+from keras_pickle import _quiet  # noqa: E402
 
 WORKERS = 2
 
@@ -165,8 +170,11 @@ def print_table(rows: list[list[str]]) -> None:
     Console().print(table)
 
 
-def run(progress=print) -> list[Outcome]:
-    """Build, train, and send the model through a pool both ways; return the outcomes."""
+def run(progress=print, *, verbose: bool = False) -> list[Outcome]:
+    """Build, train, and send the model through a pool both ways; return the outcomes.
+
+    The workers import Keras quietly first unless ``verbose``.
+    """
     progress("building and training a small model with an unregistered custom layer (Gate)")
     keras_pickle.install()
     model = train_one_epoch(build_model(), seed=99)
@@ -176,7 +184,8 @@ def run(progress=print) -> list[Outcome]:
     context = multiprocessing.get_context("spawn")
     progress(f"starting {WORKERS} spawn workers")
     try:
-        with concurrent.futures.ProcessPoolExecutor(WORKERS, mp_context=context) as pool:
+        initializer = None if verbose else _quiet.import_keras_quietly
+        with concurrent.futures.ProcessPoolExecutor(WORKERS, mp_context=context, initializer=initializer) as pool:
             return [
                 journey("Keras built-in pickle", model, expected, pool, use_keras_pickle=False, progress=progress),
                 journey("keras_pickle", model, expected, pool, use_keras_pickle=True, progress=progress),
@@ -185,15 +194,15 @@ def run(progress=print) -> list[Outcome]:
         keras_pickle.install()
 
 
-def main() -> int:
+def main(*, verbose: bool = False) -> int:
     try:
         from rich.console import Console
 
         console = Console()
         with console.status("running") as status:
-            outcomes = run(progress=lambda message: (status.update(message), console.log(message)))
+            outcomes = run(progress=lambda message: (status.update(message), console.log(message)), verbose=verbose)
     except ImportError:
-        outcomes = run()
+        outcomes = run(verbose=verbose)
     print_table(table_rows(outcomes))
     for outcome in outcomes:
         for problem in outcome.problems:

@@ -8,18 +8,54 @@ import os
 import subprocess
 import sys
 
+import pytest
 from helpers import PROBE_MODULE, REPO_DIR, run_python
 
 import keras_pickle
 
+# What TensorFlow 2.21 prints on import and first use (absl's pre-initialization lines ignore TF_CPP_MIN_LOG_LEVEL).
+TF_LOG_LINES = ("absl::InitializeLog", "oneDNN custom operations", "cuda drivers", "cuInit", "cpu_feature_guard")
+
+
+def unconfigured_env() -> dict:
+    """The environment of a user who has not set TF_CPP_MIN_LOG_LEVEL."""
+    env = {**os.environ, "PYTHONPATH": str(REPO_DIR)}
+    env.pop("TF_CPP_MIN_LOG_LEVEL", None)
+    return env
+
+
+def tf_log_lines(stderr: str) -> list[str]:
+    return [line for line in stderr.splitlines() if any(mark in line for mark in TF_LOG_LINES)]
+
 
 def test_demo_brings_every_copy_back_identical_and_shows_keras_failing():
-    out = run_python("import sys; from keras_pickle.cli import main; sys.exit(main(['demo']))", timeout=500)
+    code = "import sys; from keras_pickle.cli import main; sys.exit(main(['demo']))"
+    result = subprocess.run(
+        [sys.executable, "-c", code], env=unconfigured_env(), capture_output=True, text=True, timeout=500
+    )
+    assert result.returncode == 0, result.stderr[-6000:]
+    out = result.stdout
     rows = {line.split("│")[1].strip(): line for line in out.splitlines() if line.count("│") >= 3}
     assert "0 / 2" in rows["copies trained and returned"].split("│")[2]
     assert "2 / 2" in rows["copies trained and returned"].split("│")[3]
     assert "2 / 2" in rows["identical to local training"].split("│")[3]
     assert "Could not locate class 'Gate'" in out
+    # Neither this process nor its two spawn workers let TensorFlow's C++ logging through.
+    assert tf_log_lines(result.stderr) == [], result.stderr[-3000:]
+
+
+@pytest.mark.skipif(os.environ.get("KERAS_BACKEND", "tensorflow") != "tensorflow", reason="TensorFlow's logging")
+def test_check_keeps_tensorflow_quiet_unless_verbose(tmp_path):
+    (tmp_path / "kp_quiet_target.py").write_text("import json\nvalue = {'a': [1, 2]}\n")
+    argv = [sys.executable, "-m", "keras_pickle", "check", "kp_quiet_target:value"]
+    quiet = subprocess.run(argv, cwd=tmp_path, env=unconfigured_env(), capture_output=True, text=True, timeout=300)
+    assert quiet.returncode == 0, quiet.stderr[-3000:]
+    assert tf_log_lines(quiet.stderr) == [], quiet.stderr[-3000:]
+    verbose = subprocess.run(
+        [*argv, "--verbose"], cwd=tmp_path, env=unconfigured_env(), capture_output=True, text=True, timeout=300
+    )
+    assert verbose.returncode == 0, verbose.stderr[-3000:]
+    assert tf_log_lines(verbose.stderr), "--verbose shows TensorFlow's logging (this TensorFlow printed none)"
 
 
 def report_fields(out: str) -> dict[str, str]:
