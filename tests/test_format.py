@@ -10,7 +10,7 @@ import keras
 import numpy as np
 import pytest
 import zoo
-from helpers import constructed_before_install
+from helpers import assert_same_state, constructed_before_install
 
 import keras_pickle
 from keras_pickle import _format
@@ -185,13 +185,18 @@ def test_a_model_taking_a_model_constructed_before_install_names_its_arguments_w
         return zoo.Wrapper(encoder, scale=np.ones(2, "float32"))
 
     model = constructed_before_install(build)
+    model(zoo.data()[0])
     with pytest.raises(keras_pickle.UnrecoverableConfigError) as info:
-        copy.deepcopy(model)
+        pickle.dumps(model)
     message = str(info.value)
     assert "(encoder: Sequential, scale: ndarray)" in message, message
     assert "keras_pickle.install() before constructing" in message and "from_config()" in message
     report = keras_pickle.check(model)
     assert not report.ok and "encoder: Sequential" in str(report)
+    # In one process the original is at hand: deepcopy copies it as deepcopy copies an object without hooks.
+    twin = copy.deepcopy(model)
+    assert type(twin) is zoo.Wrapper and twin.encoder is not model.encoder
+    assert_same_state(model, twin)
 
 
 def test_subclassed_model_constructed_after_install_travels_with_its_arguments():

@@ -19,6 +19,7 @@ import keras
 import numpy as np
 import pytest
 import redteam
+import tensorflow as tf
 import tf_keras  # the test extra installs it: a missing tf-keras fails the run, never skips it
 import tf_keras_models as tm
 from helpers import TESTS_DIR, run_python
@@ -330,3 +331,119 @@ def test_stored_tf_keras_payloads_keep_loading(name):
         values = [saved[key] for key in sorted(saved.files) if key.startswith("var_")]
         assert_same_values(values, tm.all_values(model))
         assert np.array_equal(saved["y"], model.predict(saved["x"], verbose=0))
+
+
+# --------------------------------------------------------------------------
+# tf-keras's own deepcopy tests, with install() active: what a config cannot rebuild is still
+# copied, as tf-keras copies it without keras_pickle (every variable equal, none shared)
+# --------------------------------------------------------------------------
+
+
+def test_deepcopy_of_a_built_conv2d_with_an_inline_lambda_bias_regularizer():
+    """tf-keras's base_layer_test.py::BaseLayerTest::test_deepcopy."""
+    layer = tf_keras.layers.Conv2D(32, (3, 3), bias_regularizer=lambda x: 1e-3 * tf.reduce_sum(x))
+    layer(tf.ones((1, 10, 10, 3)))
+    twin = copy.deepcopy(layer)
+    assert type(twin) is tf_keras.layers.Conv2D and len(twin.losses) == 1
+    assert twin.bias_regularizer is layer.bias_regularizer
+    assert_same_values([w.numpy() for w in layer.weights], [w.numpy() for w in twin.weights])
+    assert not {id(w) for w in layer.weights} & {id(w) for w in twin.weights}
+    twin.kernel.assign(tf.zeros_like(twin.kernel))
+    assert np.abs(layer.kernel.numpy()).max() > 0, "assigning the copy's kernel changed the original's"
+
+
+@pytest.mark.parametrize("built", [False, True], ids=["unbuilt", "built"])
+def test_deepcopy_of_a_layer_with_inline_lambda_initializer_regularizer_and_constraint(built):
+    layer = tf_keras.layers.Dense(
+        3,
+        kernel_initializer=lambda shape, dtype=None: tf.ones(shape, dtype=dtype) * 0.25,
+        kernel_regularizer=lambda w: 1e-2 * tf.reduce_sum(tf.abs(w)),
+        kernel_constraint=lambda w: tf.clip_by_value(w, -0.5, 0.5),
+    )
+    x = np.ones((2, 4), "float32")
+    if built:
+        layer(x)
+    twin = copy.deepcopy(layer)
+    assert twin.kernel_constraint is layer.kernel_constraint
+    assert twin.built is built
+    expected = np.full((2, 3), 1.0, "float32")
+    assert np.array_equal(twin(x).numpy(), expected)
+    assert layer.built is built, "calling the copy built the original"
+    assert len(twin.losses) == 1
+    assert_same_values([np.full((4, 3), 0.25, "float32")], [twin.kernel.numpy()])
+    if built:
+        assert twin.kernel is not layer.kernel
+
+
+class OwnsAVariable(tf_keras.Model):
+    """tf-keras's model_subclassing_test.py::CustomCallSignatureTests::test_deepcopy: never built."""
+
+    def __init__(self):
+        super().__init__()
+        self.my_variable = tf_keras.backend.variable(0.0)
+        self.layer = tf_keras.layers.Dense(4)
+
+    def call(self, obs):
+        return self.layer(obs)
+
+
+def test_deepcopy_of_a_never_built_subclassed_model_that_owns_a_variable():
+    model = OwnsAVariable()
+    model.my_variable = tf.Variable(0.0, trainable=False)  # as tf-keras's test holds it
+    model.my_variable.assign_add(1.0)
+    twin = copy.deepcopy(model)
+    assert type(twin) is OwnsAVariable and not twin.built
+    assert twin.my_variable.numpy() == 1.0 and twin.my_variable is not model.my_variable
+    twin.my_variable.assign(5.0)
+    assert model.my_variable.numpy() == 1.0
+    twin(np.ones((2, 3), "float32"))
+    assert twin.layer.built and not model.layer.built, "calling the copy built the original"
+
+
+def test_pickling_a_never_built_model_that_owns_a_variable_refuses_with_a_true_reason():
+    model = OwnsAVariable()
+    with pytest.raises(keras_pickle.UnrecoverableConfigError, match="never called on data") as raised:
+        pickle.dumps(model)
+    assert raised.value.class_name == "OwnsAVariable"
+
+
+class LambdaRegularized(tf_keras.Model):
+    """A subclassed model whose first layer has an inline-lambda kernel regularizer."""
+
+    def __init__(self):
+        super().__init__()
+        self.hidden = tf_keras.layers.Dense(8, kernel_regularizer=lambda w: 1e-3 * tf.reduce_sum(tf.square(w)))
+        self.out = tf_keras.layers.Dense(3)
+
+    def call(self, x):
+        return self.out(self.hidden(x))
+
+
+def test_deepcopy_of_a_trained_subclassed_model_holding_an_inline_lambda_trains_like_the_original():
+    model = LambdaRegularized()
+    model.compile(tf_keras.optimizers.Adam(1e-2), tf_keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    tm.train_step(model)
+    twin = copy.deepcopy(model)
+    assert twin.optimizer is not model.optimizer and len(twin.losses) == 1
+    before = tm.all_values(model)
+    tm.train_step(copy.deepcopy(model))
+    assert_same_values(before, tm.all_values(model))  # training a copy leaves the original alone
+    assert_faithful(model, twin)
+
+
+def test_deepcopy_of_a_trained_sequential_holding_an_inline_lambda_fails_as_without_keras_pickle_but_in_its_family():
+    """tf-keras's own deepcopy of this model fails too (its SavedModel round trip cannot load the lambda)."""
+    model = tf_keras.Sequential(
+        [
+            tf_keras.Input((6,)),
+            tf_keras.layers.Dense(8, kernel_regularizer=lambda w: 1e-3 * tf.reduce_sum(tf.square(w))),
+            tf_keras.layers.Dense(3),
+        ]
+    )
+    model.compile("adam", tf_keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    tm.train_step(model)
+    with pytest.raises(keras_pickle.KerasPicklingError) as raised:
+        copy.deepcopy(model)
+    message = str(raised.value)
+    assert "Cannot deep-copy Sequential" in message and "__lambda__" in message
+    assert "copying its attributes failed" in message

@@ -29,6 +29,7 @@ import threading
 import types
 import weakref
 from collections.abc import Callable
+from copy import deepcopy
 from typing import Any
 
 import keras
@@ -64,6 +65,12 @@ class _ByIdentity:
         if entry is None or entry[0]() is not obj:
             return default
         return entry[1]
+
+    def discard(self, obj: Any) -> None:
+        with self._lock:
+            entry = self._entries.get(id(obj))
+            if entry is not None and entry[0]() is obj:
+                del self._entries[id(obj)]
 
 
 _init_arguments = _ByIdentity()  # layer -> (args, kwargs)
@@ -294,6 +301,22 @@ def _record_compile(model: Any, args: tuple, kwargs: dict) -> None:
     _compile_calls.set(model, (tuple(args), dict(kwargs)))
     for part, path in owned_parts(model):
         _owners.set(part, (weakref.ref(model), path))
+
+
+def copy_records(original: Any, twin: Any, memo: dict) -> None:
+    """Record for ``twin``, a copy of ``original`` made attribute by attribute, what was recorded for
+    ``original``: its constructor arguments and last ``compile()`` call (copied through ``memo``), and
+    which of ``twin``'s parts it owns; nothing where nothing was recorded for ``original``."""
+    arguments = _init_arguments.get(original)
+    if arguments is None:
+        _init_arguments.discard(twin)
+    else:
+        _init_arguments.set(twin, deepcopy(arguments, memo))
+    call = _compile_calls.get(original)
+    if call is None:
+        _compile_calls.discard(twin)
+    else:
+        _record_compile(twin, *deepcopy(call, memo))
 
 
 _compiling = threading.local()

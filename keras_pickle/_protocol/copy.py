@@ -11,10 +11,12 @@ memo maps each of its layers, variables and its optimizer to their copies, so
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from copy import deepcopy
 from typing import Any
 
 from .. import _dialect
+from .._blueprint import describe
 from .._capture import config as _config
 from .._capture import custom_objects as _custom_objects
 from .._capture import payload as _capture_payload
@@ -23,7 +25,8 @@ from .._keras3 import records as _records
 from .._rebuild import build as _build
 from .._rebuild import state as _rebuild_state
 from .._tfkeras import build as _tfkeras_build
-from ..errors import StateMismatchError
+from ..errors import KerasPicklingError, StateMismatchError
+from . import attribute_copy as _attribute_copy
 
 
 def _rebuild_twin(obj: Any) -> Any:
@@ -38,6 +41,44 @@ def _rebuild_twin(obj: Any) -> Any:
 
 
 def copy_layer(layer: Any, memo: dict) -> Any:
+    """An independent copy of a layer or model, with every variable equal to the original's.
+
+    Rebuilt from its config and given every value (what a pickle carries, without serializing), or,
+    where that rebuild cannot reproduce it, copied attribute by attribute (see :func:`_rebuilt_or_copied`).
+    """
+    return _rebuilt_or_copied(layer, memo, _rebuilt_copy)
+
+
+def _rebuilt_or_copied(obj: Any, memo: dict, rebuild: Callable[[Any, dict], Any]) -> Any:
+    """``rebuild(obj, memo)``; where it fails (the config cannot reproduce ``obj``: an inline lambda in
+    it, a model never built, a config that does not describe the object, a compile-time container with
+    no config), ``obj`` copied attribute by attribute, as ``copy.deepcopy`` copies it without keras_pickle
+    (:mod:`.attribute_copy`). Raises :class:`KerasPicklingError` naming both causes only when both fail.
+    """
+    try:
+        return rebuild(obj, memo)
+    except Exception as rebuild_error:
+        memo.pop(id(obj), None)
+        try:
+            return _attribute_copy.copy_attributes(obj, memo)
+        except Exception as copy_error:
+            memo.pop(id(obj), None)
+            raise KerasPicklingError(
+                f"Cannot deep-copy {describe(obj)}: rebuilding it from its config failed "
+                f"({_gist(rebuild_error)}), and copying its attributes failed ({_gist(copy_error)}).",
+                original_error=copy_error,
+            ) from copy_error
+
+
+def _gist(error: BaseException, limit: int = 400) -> str:
+    """``"Type: message"``, its middle cut where long: Keras puts the whole config first, the cause last."""
+    text = " ".join(str(error).split())
+    if len(text) > limit:
+        text = f"{text[: limit // 3]} [...] {text[-(2 * limit) // 3 :]}"
+    return f"{type(error).__name__}: {text}"
+
+
+def _rebuilt_copy(layer: Any, memo: dict) -> Any:
     taken = _capture_payload.snapshot(layer, copied_now=True, on_device=True)
     if taken.constructed or taken.compile_call is not None:
         # Arguments of recorded constructor and compile() calls are copied with the memo: a model
@@ -72,10 +113,30 @@ def _record_parts(original: Any, twin: Any, memo: dict) -> None:
 
 
 def copy_metric(metric: Any, memo: dict) -> Any:
-    """A metric with the same config and the same accumulated state."""
+    """A metric with the same config and the same accumulated state (copied attribute by attribute where
+    its config cannot rebuild it: a compiled model's metrics container, see :func:`_rebuilt_or_copied`)."""
+    return _rebuilt_or_copied(metric, memo, _rebuilt_metric)
+
+
+def _rebuilt_metric(metric: Any, memo: dict) -> Any:
     twin = _rebuild_twin(metric)
     memo[id(metric)] = twin
     _assign_all(metric, twin)
+    return twin
+
+
+def copy_loss(loss: Any, memo: dict) -> Any:
+    """The loss its pickle payload rebuilds (its config; a user class's own reducer where it has one), or,
+    where that fails (a compiled model's loss container has no config), copied attribute by attribute."""
+    return _rebuilt_or_copied(loss, memo, _reduced_copy)
+
+
+def _reduced_copy(obj: Any, memo: dict) -> Any:
+    function, arguments, *rest = obj.__reduce_ex__(4)
+    if rest and any(part is not None for part in rest):
+        raise TypeError(f"{type(obj).__name__}.__reduce_ex__ returned state beyond a constructor call")
+    twin = function(*deepcopy(arguments, memo))
+    memo[id(obj)] = twin
     return twin
 
 

@@ -83,7 +83,8 @@ class LayerPickleMixin:
 
 
 class LossPickleMixin:
-    """Pickle a (stateless) loss as its config plus the custom objects it names."""
+    """Pickle a (stateless) loss as its config plus the custom objects it names; ``copy.deepcopy`` rebuilds
+    it the same way, or copies it attribute by attribute where its config cannot rebuild it."""
 
     @_ours
     def __reduce_ex__(self, protocol):
@@ -95,6 +96,10 @@ class LossPickleMixin:
     @_ours
     def __reduce__(self):
         return self.__reduce_ex__(pickle.DEFAULT_PROTOCOL)
+
+    @_ours
+    def __deepcopy__(self, memo):
+        return _copy.copy_loss(self, memo)
 
 
 def _opt_in_covers(kind: str, obj: Any) -> bool:

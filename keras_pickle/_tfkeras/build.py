@@ -45,17 +45,20 @@ def _has_weights(obj: Any) -> bool:
 
 def _build_config(layer: Any) -> dict:
     """The build config tf-keras omits for a layer whose ``build()`` does not call ``super().build()``: the
-    input shape of its first call (``_saved_model_inputs_spec``). Refuses a layer built by a direct
-    ``build()`` call, whose input shape nothing recorded."""
+    input shape of its first call (``_saved_model_inputs_spec``). Refuses a layer that holds variables but
+    was never called on data (built by a direct ``build()`` call, or a model never built whose constructor
+    made them), whose input shape nothing recorded."""
     shape = getattr(layer, "_build_input_shape", None)
     spec = getattr(layer, "_saved_model_inputs_spec", None)
     if shape is None and spec is not None:
         shape = tf_nest().map_structure(lambda s: list(s.shape.as_list()), spec)
     if shape is None:
         raise UnrecoverableConfigError(
-            f"Cannot pickle {type(layer).__name__} '{layer.name}': it was built by a direct build() call whose "
-            "input shape tf-keras did not record, so it could not be built again. Call super().build(input_shape) "
-            "at the end of its build(), or call the layer on data before pickling it.",
+            f"Cannot pickle {type(layer).__name__} '{layer.name}': it holds variables, but tf-keras recorded no "
+            "input shape to build it with again: it was never called on data (its variables were made by its "
+            "constructor or by a direct build() call), so a rebuild from its config could not be relied on to "
+            "recreate them. Call it on data before pickling it (copy.deepcopy needs nothing), or, if its build() "
+            "is called directly, call super().build(input_shape) at the end of that build().",
             class_name=type(layer).__name__,
         )
     return {"input_shape": list(shape) if isinstance(shape, tuple) else shape}
