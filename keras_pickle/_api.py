@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import contextlib
 import io
+import os
 import pickle
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import IO, Any
 
 from . import _allow, _format, _options  # noqa: F401  (_allow, _format: see below)
@@ -77,45 +78,107 @@ def checksums(enabled: bool = True) -> Iterator[None]:
 
 
 def loads(
-    data: bytes, *, safe_mode: bool = True, allow_by_value: bool = False, buffers: Iterable[Any] | None = None
+    data: bytes,
+    *,
+    safe_mode: bool = True,
+    custom_objects: Mapping[str, Any] | None = None,
+    allow_by_value: bool = False,
+    allow_callbacks: bool = False,
+    buffers: Iterable[Any] | None = None,
 ) -> Any:
     """Load a keras_pickle payload (or a structure holding some) from bytes.
 
     With ``safe_mode=True`` (the default) a restricted unpickler refuses
-    anything but keras_pickle's reconstructor, numpy arrays and Keras /
-    custom classes of already-imported modules, before it can run; Lambda
-    layers are refused, and so is a class or function carried by value (one
-    of the writer's main script that this process's main script does not
-    define: its code is in the payload) unless ``allow_by_value=True`` says
-    the payload's writer is trusted to run that code here.
+    anything but keras_pickle's reconstructor, numpy arrays and what safe
+    mode's allow-list admits (docs/security.md): Keras's own classes and the
+    functions Keras vouches for (built-in activations, losses, metrics, ops;
+    anything registered with ``keras.saving.register_keras_serializable``),
+    subclasses of Keras's base classes, and the objects the caller names in
+    ``custom_objects`` (as for ``keras.saving.load_model``: names to classes
+    or functions, which safe mode then allows and Keras may resolve). Lambda
+    layers are refused; so is a class or function carried by value (one of
+    the writer's main script that this process's main script does not define:
+    its code is in the payload) unless ``allow_by_value=True`` says the
+    payload's writer is trusted to run that code here; so are callbacks (they
+    act on files) unless ``allow_callbacks=True``.
     ``safe_mode=False`` unpickles like ``pickle.loads``.
     ``buffers`` are the out-of-band buffers of a protocol-5 ``dumps``.
 
     Raises :class:`~keras_pickle.KerasUnpicklingError` (or a subclass) for
-    anything that is not a loadable keras_pickle payload.
+    anything that is not a loadable keras_pickle payload, and :class:`TypeError`
+    when ``data`` is not bytes-like (a file object goes to :func:`load`).
     """
+    if isinstance(data, str) or not _is_bytes_like(data):
+        hint = "keras_pickle.load(file_or_path)" if _is_file_or_path(data) else "keras_pickle.loads(bytes)"
+        raise TypeError(
+            f"keras_pickle.loads takes the payload as bytes (or any bytes-like buffer). Received: a "
+            f"{type(data).__name__}. For a file object or a path, use {hint}."
+        )
     view = memoryview(data)
     if view.nbytes == 0:
         raise NotAPayloadError("Not a keras_pickle payload: the data is empty.", found="empty data")
     # BytesIO shares a bytes object's memory instead of copying it.
     file = io.BytesIO(data if type(data) is bytes else view)
-    return _load_one(
-        file, safe_mode=safe_mode, allow_by_value=allow_by_value, buffers=buffers, describe=lambda: describe_bytes(view)
-    )
+    options = _load_options(safe_mode, custom_objects, allow_by_value, allow_callbacks)
+    return _load_one(file, options, buffers=buffers, describe=lambda: describe_bytes(view))
 
 
 def load(
-    file: IO[bytes], *, safe_mode: bool = True, allow_by_value: bool = False, buffers: Iterable[Any] | None = None
+    file: IO[bytes] | str | os.PathLike,
+    *,
+    safe_mode: bool = True,
+    custom_objects: Mapping[str, Any] | None = None,
+    allow_by_value: bool = False,
+    allow_callbacks: bool = False,
+    buffers: Iterable[Any] | None = None,
 ) -> Any:
-    """Like :func:`loads`, reading one pickle from a binary file object."""
+    """Like :func:`loads`, reading one pickle from a binary file object, or from the file at a path
+    (``str`` or ``os.PathLike``, as ``joblib.load`` and ``keras.saving.load_model`` take)."""
+    options = _load_options(safe_mode, custom_objects, allow_by_value, allow_callbacks)
+    if isinstance(file, (str, os.PathLike)):
+        with open(file, "rb") as opened:
+            return _load_one(opened, options, buffers=buffers, describe=lambda: f"the file {os.fspath(file)!r}")
+    if not (callable(getattr(file, "read", None)) and callable(getattr(file, "readline", None))):
+        raise TypeError(
+            "keras_pickle.load takes a binary file object (with read and readline) or a path. Received: a "
+            f"{type(file).__name__}." + (" For bytes, use keras_pickle.loads(data)." if _is_bytes_like(file) else "")
+        )
     name = getattr(file, "name", file)
-    return _load_one(
-        file, safe_mode=safe_mode, allow_by_value=allow_by_value, buffers=buffers, describe=lambda: f"the file {name!r}"
+    return _load_one(file, options, buffers=buffers, describe=lambda: f"the file {name!r}")
+
+
+def _is_bytes_like(data: Any) -> bool:
+    try:
+        memoryview(data)
+    except TypeError:
+        return False
+    return True
+
+
+def _is_file_or_path(data: Any) -> bool:
+    return isinstance(data, (str, os.PathLike)) or callable(getattr(data, "read", None))
+
+
+def _load_options(
+    safe_mode: bool, custom_objects: Mapping[str, Any] | None, allow_by_value: bool, allow_callbacks: bool
+) -> _options.LoadOptions:
+    if custom_objects is not None and not (
+        isinstance(custom_objects, Mapping) and all(isinstance(key, str) for key in custom_objects)
+    ):
+        raise TypeError(
+            "custom_objects must map names (str) to classes or functions, as keras.saving.load_model takes them. "
+            f"Received: {type(custom_objects).__name__}."
+        )
+    return _options.LoadOptions(
+        safe_mode=safe_mode,
+        allow_by_value=allow_by_value,
+        allow_callbacks=allow_callbacks,
+        custom_objects=dict(custom_objects or {}),
     )
 
 
-def _load_one(file: IO[bytes], *, safe_mode: bool, allow_by_value: bool, buffers, describe: Callable[[], str]) -> Any:
-    options = _options.LoadOptions(safe_mode=safe_mode, allow_by_value=allow_by_value)
+def _load_one(file: IO[bytes], options: _options.LoadOptions, *, buffers, describe: Callable[[], str]) -> Any:
+    safe_mode = options.safe_mode
     head = peek(file)
     foreign = foreign_format(head)
     if foreign is not None:

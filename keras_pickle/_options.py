@@ -27,6 +27,11 @@ class LoadOptions:
     safe_mode: bool = False
     # Safe mode only: whether a class the payload carries by value (its code) may be unpickled.
     allow_by_value: bool = False
+    # Safe mode only: whether callbacks the payload carries (they act on files) may be restored.
+    allow_callbacks: bool = False
+    # The caller's custom objects (keras_pickle.loads(custom_objects=...)): names Keras may resolve, and
+    # objects safe mode always allows, since the caller named them.
+    custom_objects: dict = dataclasses.field(default_factory=dict)
     # Counts the keras_pickle payloads restored during one load call.
     restored: int = 0
 

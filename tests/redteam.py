@@ -171,3 +171,41 @@ class Effects:
         assert set(sys.modules) == self.modules, f"imported {sorted(set(sys.modules) - self.modules)}"
         assert not self.events, f"audited events while loading: {self.events[:5]}"
         assert keras_globals() == self.settings, "a Keras global changed"
+
+
+# --------------------------------------------------------------------------
+# Spellings and depths of a layer config (tests/test_allowlist*.py)
+# --------------------------------------------------------------------------
+
+REFUSED_LAYER_SPELLINGS = {  # how a config may name a layer kind ``k``, with or without a module
+    "legacy, no module": lambda k: {"class_name": k},
+    "public module": lambda k: {"module": "keras.layers", "class_name": k, "registered_name": None},
+    "dotted class": lambda k: {"module": "keras", "class_name": f"layers.{k}"},
+    "full path as class": lambda k: {"class_name": f"keras.layers.{k}"},
+    "registered name only": lambda k: {"module": "evil", "class_name": "Foo", "registered_name": k},
+    "package registered name": lambda k: {"class_name": "Foo", "registered_name": f"Custom>{k}"},
+    "module null": lambda k: {"module": None, "class_name": k, "registered_name": None},
+}
+
+
+def nest(depth: str, layer: dict) -> dict:
+    """``layer`` placed at ``depth`` (one of :data:`DEPTHS`), to go in a model's layer list."""
+    if depth == "top":
+        return layer
+    if depth == "nested Sequential":
+        return {"class_name": "Sequential", "config": {"name": "n1", "layers": [layer]}}
+    if depth == "Sequential in Sequential":
+        inner = {"class_name": "Sequential", "config": {"name": "n2", "layers": [layer]}}
+        return {"class_name": "Sequential", "config": {"name": "n1", "layers": [inner]}}
+    if depth == "nested Functional":
+        node = {**layer, "name": "x", "inbound_nodes": []}
+        return {
+            "class_name": "Functional",
+            "config": {"name": "f", "layers": [node], "input_layers": [], "output_layers": []},
+        }
+    if depth == "wrapper":
+        return {"module": "keras.layers", "class_name": "TimeDistributed", "config": {"name": "w", "layer": layer}}
+    raise ValueError(depth)
+
+
+DEPTHS = ("top", "nested Sequential", "Sequential in Sequential", "nested Functional", "wrapper")

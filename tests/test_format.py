@@ -62,7 +62,7 @@ def test_header_describes_the_payload():
     assert body["constructed"] == [] and body["compile_call"] is None and body["held_optimizers"] == []
     assert json.loads(body["dtype_policy"])["config"] == {"name": "float32"}
     assert body["custom_objects"]["Scale"] is zoo.Scale
-    assert body["custom_objects"]["scaled_relu"] is zoo.scaled_relu
+    assert body["custom_objects"]["zoo>scaled_relu"] is zoo.scaled_relu  # registered (tests/zoo.py)
 
 
 def test_newer_format_version_names_both_versions():

@@ -229,7 +229,11 @@ def test_safe_mode_loads_allowed_metrics_and_callbacks():
     metric = keras.metrics.AUC(num_thresholds=20)
     metric.update_state(*labels_and_scores(0))
 
-    model2, stopping2, metric2 = keras_pickle.loads(keras_pickle.dumps((model, stopping, metric)))
+    data = keras_pickle.dumps((model, stopping, metric))
+    # Callbacks act on files (a checkpoint's path, a backup directory): safe mode loads them on request only.
+    with pytest.raises(keras_pickle.UnsafePayloadError, match=r"allow_callbacks=True"):
+        keras_pickle.loads(data)
+    model2, stopping2, metric2 = keras_pickle.loads(data, allow_callbacks=True)
     assert stopping2.model is model2 and stopping2.wait == stopping.wait
     assert all(np.array_equal(a, b) for a, b in zip(stopping2.best_weights, stopping.best_weights))
     assert type(metric2) is keras.metrics.AUC and values(metric2) == values(metric)
@@ -280,7 +284,7 @@ def test_safe_mode_refuses_forged_metric_state(changes):
 def test_safe_mode_refuses_forged_callbacks(cls, attributes, message):
     data = pickle.dumps(Forged(_allow.restore_callback, cls, attributes))
     with pytest.raises(keras_pickle.KerasUnpicklingError, match=message):
-        keras_pickle.loads(data)
+        keras_pickle.loads(data, allow_callbacks=True)  # past the opt-in, the reconstructor's own checks
 
 
 @pytest.mark.parametrize("safe_mode", [False, True])

@@ -78,7 +78,8 @@ def ref_name(ref: dict) -> str:
 def lookup_keys(ref: dict) -> set[str]:
     """Every key under which Keras may look this object up in custom_objects."""
     keys = {ref_name(ref)}
-    if ref.get("registered_name"):
+    # Keras 3 writes a registered function as config "package>name" with registered_name "function".
+    if ref.get("registered_name") and not (ref.get("class_name") == ref.get("registered_name") == "function"):
         keys.add(str(ref["registered_name"]))
     return keys
 
@@ -122,12 +123,17 @@ def collect(config: dict, live: Any) -> dict[str, Any]:
 
 
 def _from_registry(ref: dict, live: Any) -> Any:
-    registered = ref.get("registered_name")
-    if not registered:
-        return None
+    """The object registered under one of ``ref``'s lookup keys (a registered function's is its config)."""
     if _dialect.of(live) == _dialect.TF_KERAS:
-        return _tfkeras_classes.tf_keras().saving.get_registered_object(registered)
-    return keras.saving.get_registered_object(registered)
+        lookup = _tfkeras_classes.tf_keras().saving.get_registered_object
+    else:
+        lookup = keras.saving.get_registered_object
+    for key in sorted(lookup_keys(ref)):
+        if ">" in key or key == ref.get("registered_name"):
+            found = lookup(key)
+            if found is not None:
+                return found
+    return None
 
 
 def _live_parts(live: Any) -> tuple[list, Any]:

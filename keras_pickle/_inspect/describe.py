@@ -123,25 +123,23 @@ def describe(stream: Stream, payload: Call, *, verify: bool, buffers: list | Non
     else:
         warnings.append("custom_objects is not a dict")
 
+    # Every refusal is a warning, and the verdict is whether there is one: one decision, reported once.
+    refusals: list[str] = []
     if stream.unexpected_calls:
         calls = some(stream.unexpected_calls, more=stream.more_unexpected)
-        warnings.append(f"the pickle calls {calls}: keras_pickle.loads (safe mode) refuses it")
+        refusals.append(f"the pickle calls {calls}")
     refused = [f"{m}.{n}" for m, n in stream.globals if refused_outright(m, n)]
     if refused:
-        warnings.append("the pickle names " + some(refused) + ", which safe mode refuses")
-    for foreign in configs.foreign_layers(config):
-        warnings.append(
-            f"layer {short(foreign.layer)} is a {foreign.class_name}, which holds "
-            f"{configs.FOREIGN_LAYERS[foreign.class_name]}: safe mode refuses it"
-        )
-    judged = verdict.judge(list(stream.globals), custom, config)
-    warnings.extend(f"safe mode refuses it: {refusal}" for refusal in judged.refusals)
-    warnings.extend(judged.flagged)
-    lambda_layers = [str(code) for code in configs.lambdas(config)] + judged.aliased_lambdas
-    refuses = bool(stream.unexpected_calls or refused or configs.foreign_layers(config) or lambda_layers)
-    refuses = refuses or bool(judged.refusals or stream.persistent_ids)
+        refusals.append("the pickle names " + some(refused) + " of the standard library")
     if stream.persistent_ids:
-        warnings.append("the pickle uses persistent ids, which keras_pickle payloads never do")
+        refusals.append("the pickle uses persistent ids, which keras_pickle payloads never do")
+    dialect = header.get("dialect", "keras3") if isinstance(header.get("dialect", "keras3"), str) else "keras3"
+    judged = verdict.judge(list(stream.globals), custom, config, dialect)
+    refusals.extend(judged.refusals)
+    warnings.extend(f"safe mode refuses it: {refusal}" for refusal in dict.fromkeys(refusals))
+    warnings.extend(judged.flagged)
+    lambda_layers = [str(code) for code in configs.lambdas(config)]
+    refuses = bool(refusals)
 
     problems = _field_problems(header, body)
     warnings.extend(problems)

@@ -61,9 +61,11 @@ def restore(header, body):
     try:
         header = schema.check_header(header)
         dialect = schema.dialect_of(header)
-        _dialect.require(dialect, header["keras_version"])  # tf-keras: imported, or both sides named
         safe_mode = _options.load_options().safe_mode
         body = schema.check_body(header, body, is_custom_object=_custom_object_check(safe_mode))
+        if safe_mode:
+            _safe_policy.vet_names(body)  # Keras-free: nothing is imported for a payload that fails it
+        _dialect.require(dialect, header["keras_version"])  # tf-keras: imported, or both sides named
         if dialect == _dialect.KERAS3:
             body = _skew.adapt_body(header, body)  # a newer Keras's config keys this one lacks
         with _safe_policy.keras_safe_mode(safe_mode, dialect):

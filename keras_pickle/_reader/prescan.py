@@ -34,13 +34,19 @@ def check_lengths(file: IO[bytes], describe: Callable[[], str]) -> None:
     CPython's unpickler allocates the object a ``BINBYTES`` / ``BINBYTES8`` /
     ``BYTEARRAY8`` opcode announces *before* reading its data, so ten bytes
     claiming a 16 GiB string make it allocate 16 GiB. This walks the opcodes
-    (skipping, never reading, their data) and compares every length with what
-    is left. Anything else malformed is left to the unpickler to report. Files
-    that cannot seek are not checked.
+    (skipping, never keeping, their data) up to the pickle's ``STOP`` and checks
+    that every length is there. Anything else malformed is left to the unpickler
+    to report. Files that cannot seek are not checked.
+
+    Time and memory are bounded by the pickle, never by what follows it: the
+    file's length is read only where that is free (a ``BytesIO`` or a plain file);
+    on any other file object (``gzip.open``, ``bz2.open``, ``lzma.open``, where
+    finding the end means decompressing everything) each length is checked by
+    skipping to its last byte and reading it.
     """
     try:
         start = file.tell()
-        end = file.seek(0, io.SEEK_END)
+        end = _free_end(file)
         file.seek(start)
     except (AttributeError, OSError, ValueError):
         return
@@ -52,10 +58,22 @@ def check_lengths(file: IO[bytes], describe: Callable[[], str]) -> None:
         file.seek(start)
 
 
-def _walk_lengths(file: IO[bytes], start: int, end: int, describe: Callable[[], str]) -> None:
+_PLAIN_FILES = (io.BytesIO, io.FileIO, io.BufferedReader, io.BufferedRandom)
+"""File objects whose length is known without reading them (what ``seek(0, SEEK_END)`` costs nothing on)."""
+
+
+def _free_end(file: IO[bytes]) -> int | None:
+    """The file's length where finding it costs nothing, else ``None``."""
+    if isinstance(file, _PLAIN_FILES):
+        return file.seek(0, io.SEEK_END)
+    file.seek(file.tell())  # a file that cannot seek fails here, as it would below
+    return None
+
+
+def _walk_lengths(file: IO[bytes], start: int, end: int | None, describe: Callable[[], str]) -> None:
     read, seek = file.read, file.seek
     position = start
-    while position < end:
+    while end is None or position < end:
         code = read(1)
         if not code:
             return
@@ -69,14 +87,14 @@ def _walk_lengths(file: IO[bytes], start: int, end: int, describe: Callable[[], 
         if size == pickletools.UP_TO_NEWLINE:
             lines = 2 if name in ("GLOBAL", "INST") else 1
             for _ in range(lines):
-                line = file.readline()
+                line = file.readline(_MAX_LINE)
                 position += len(line)
             if name == "PUT":
                 index = _c_integer(line)
                 if index is not None:
                     _check_memo_index(name, index, position - len(line) - 1 - start, position - start, describe)
             if not line.endswith(b"\n"):
-                return  # the data ends here: the unpickler's next read fails
+                return  # the data ends here (or the line is absurd): the unpickler's next read fails
             continue
         if name == "LONG_BINPUT":
             prefix = read(4)
@@ -95,18 +113,36 @@ def _walk_lengths(file: IO[bytes], start: int, end: int, describe: Callable[[], 
             length = int.from_bytes(prefix, "little", signed=signed)
             if length < 0:
                 return  # BINSTRING's negative count: the unpickler refuses it
-            if length > end - position:
+            available = (end - position) if end is not None else _available(file, position, length)
+            if length > available:
                 raise NotAPayloadError(
                     f"Not a keras_pickle payload: {describe()} is truncated or corrupt: its {name} opcode "
                     f"at byte {position - width - 1 - start} announces {length:,} bytes, but only "
-                    f"{end - position:,} follow.",
+                    f"{available:,} follow.",
                     found=describe(),
                 )
             if name == "FRAME":
-                continue  # the frame's content is opcodes: walk them
-            position = seek(length, io.SEEK_CUR)
+                if end is None:
+                    seek(position)  # _available skipped over the frame: its content is opcodes to walk
+                continue
+            position = seek(position + length)
             continue
         position = seek(size, io.SEEK_CUR)
+
+
+_MAX_LINE = 1 << 20
+"""The longest text argument read while walking (a GLOBAL's module or name, an INT): far beyond any real one."""
+
+
+def _available(file: IO[bytes], position: int, length: int) -> int:
+    """How many of ``length`` bytes from ``position`` the file holds, found by skipping to the last one and
+    reading it (a decompressing file decompresses up to there, never further); the file is left past them."""
+    if length == 0:
+        return 0
+    file.seek(position + length - 1)
+    if len(file.read(1)) == 1:
+        return length
+    return max(file.tell() - position, 0)
 
 
 def _c_integer(line: bytes) -> int | None:

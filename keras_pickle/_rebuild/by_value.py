@@ -68,10 +68,13 @@ def by_value(module: Any, qualname: Any, data: Any) -> Any:
         found = _unpickle(bytes(data), named, short)
     if not options.safe_mode:
         return found
-    reason = refusal(found, globals_policy())
+    # Only allow_by_value (the caller trusts the writer's code) makes a function the payload's own: without
+    # it, a function this process's main script happens to define is judged like any other global.
+    carried = options.allow_by_value
+    reason = refusal(found, globals_policy(), carried=carried)
     if reason is not None:
         raise UnsafePayloadError(f"Safe mode refused {named}, carried by value: {reason}.", what=named)
-    return InertReference(found, named)
+    return InertReference(found, named, carried=carried)
 
 
 by_value.__module__ = "keras_pickle._format"  # the path payloads name: keras_pickle._format publishes it

@@ -9,6 +9,7 @@ from .._keras3 import construct as _construct
 from .._keras3 import state as _model_state
 from .._keras3.layer_state import LayerState
 from .._keras3.state import Blueprint
+from .._options import load_options
 from .._tfkeras import build as _tfkeras_build
 from .._wire import arrays, schema
 from .._wire.refs import unwrap
@@ -21,7 +22,12 @@ def object_from_payload(header: dict, body: dict, *, safe_mode: bool) -> Any:
     custom_objects = body.get("custom_objects") or {}
     if not isinstance(custom_objects, dict):
         raise KerasUnpicklingError("Corrupt keras_pickle payload: custom_objects is not a dict.")
-    custom_objects = {str(name): unwrap(obj) for name, obj in custom_objects.items()}
+    # The caller's custom objects (keras_pickle.loads(custom_objects=...)) resolve names the payload's own
+    # table does not hold; the payload's entries, each judged in safe mode, name what the writer used.
+    custom_objects = {
+        **load_options().custom_objects,
+        **{str(name): unwrap(obj) for name, obj in custom_objects.items()},
+    }
     tf_keras = schema.dialect_of(header) == _dialect.TF_KERAS
     if header.get("kind") != KIND_LAYER:
         if tf_keras:

@@ -90,9 +90,10 @@ def defined_here(token: Any) -> Any:
     if not load_options().safe_mode:
         return obj
     qualified = f"{getattr(obj, '__module__', '?')}.{getattr(obj, '__qualname__', '?')}"
-    reason = refusal(obj, globals_policy())
+    # Only this process can name a token (it is never the same in two): the object is the payload's own.
+    reason = refusal(obj, globals_policy(), carried=True)
     if reason is None:
-        return InertReference(obj, qualified)
+        return InertReference(obj, qualified, carried=True)
     raise UnsafePayloadError(f"Safe mode refused {qualified}, defined in this process: {reason}.", what=qualified)
 
 

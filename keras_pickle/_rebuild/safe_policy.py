@@ -1,16 +1,12 @@
-"""Safe mode's Keras-aware half: which Keras classes and functions a payload may reach, decided on
-what each name resolves to, and Keras's own safe mode held for the whole rebuild.
+"""Safe mode's Keras 3 facts: what Keras vouches for, how its deserializer resolves a config's names,
+and Keras's own safe mode held for the whole rebuild.
 
-The restricted reader (:mod:`keras_pickle._reader`) resolves every global of the stream exactly and
-judges the object with :func:`globals_policy`. After the body's structure is checked,
-:func:`vet_body` judges what the stream's objects *stand for*: the payload's custom objects (which
-Keras consults before its own names, so the table can rename anything) may never be Keras's own
-classes or functions, nor the class of a recorded constructor call a Keras built-in; and every class or function a
-config names is resolved as Keras will resolve it, with the payload's custom objects applied,
-then refused if it is a Lambda or foreign-format layer, a Keras function that is not a built-in
-activation, loss, metric or op (``keras.config`` setters, ``set_random_seed``,
-``enable_unsafe_deserialization``...), or a name in a module that is not imported (Keras would
-import it). :func:`keras_safe_mode` holds Keras's safe-mode scope meanwhile, so that a process-wide
+The decision itself is :func:`keras_pickle._reader.allowlist.refusal` (one function, Keras-free);
+this module gives it what only Keras knows: :func:`globals_policy` (Keras's base classes, its
+refused layers, the functions it vouches for, what the caller named) and :func:`resolver` (every
+object Keras could resolve a config node to). :func:`vet_body` judges, before Keras builds
+anything, every custom object of a body and every node of every config it holds, in the payload's
+dialect. :func:`keras_safe_mode` holds Keras's safe-mode scope meanwhile, so that a process-wide
 ``keras.config.enable_unsafe_deserialization()`` never weakens a safe load.
 """
 
@@ -19,26 +15,38 @@ from __future__ import annotations
 import contextlib
 import functools
 import sys
-import types
 from collections.abc import Iterator
 from typing import Any
 
 import keras
 from keras.src.api_export import get_symbol_from_name
+from keras.src.backend.common import global_state
 from keras.src.saving import object_registration, serialization_lib
 
 from .. import _dialect
 from .._keras3 import convert as _convert
-from .._reader.allowlist import KERAS_PACKAGES, GlobalsPolicy, exported_functions, package_of, refusal
+from .._options import load_options
+from .._reader.allowlist import (
+    KERAS_PACKAGES,
+    Candidates,
+    GlobalsPolicy,
+    exported_functions,
+    judge_config,
+    package_of,
+    provide_policy,
+    refusal,
+)
 from .._tfkeras import build as _tfkeras_build
 from .._tfkeras import classes as _tfkeras_classes
 from .._tfkeras import safe as _tfkeras_safe
 from .._wire import configs, schema
-from .._wire.refs import InertReference, unwrap
+from .._wire.refs import InertReference, is_carried, unwrap
 from .._wire.reprs import bounded_repr
-from ..errors import LambdaLayerError, UnsafePayloadError
+from ..errors import UnsafePayloadError
 
 _PURE_NAMESPACES = ("activations", "losses", "metrics", "ops")
+_LEGACY_MODELS = {"Functional": keras.src.models.Functional, "Model": keras.Model, "Sequential": keras.Sequential}
+"""What Keras's legacy ``model_from_config`` adds to the layer namespace it resolves module-less names in."""
 
 
 def safe_mode_bases() -> tuple[type, ...]:
@@ -56,8 +64,8 @@ def safe_mode_bases() -> tuple[type, ...]:
 
 def refused_layer_classes() -> dict[type, str]:
     """Keras layers whose loading runs code or another format stored in the config, and what it runs."""
-    refused = {keras.layers.Lambda: "the Python code stored in the payload"}
-    for name, runs in configs.FOREIGN_LAYERS.items():
+    refused = {}
+    for name, runs in configs.REFUSED_LAYERS.items():
         cls = getattr(keras.layers, name, None)
         if isinstance(cls, type):
             refused[cls] = runs
@@ -77,25 +85,57 @@ def registered_with_keras(function: Any) -> bool:
 
 
 def vouched_function(function: Any) -> bool:
-    """Whether Keras deserializes ``function`` (a function of a library package) as part of a model."""
+    """Whether Keras vouches for ``function``: a built-in activation, loss, metric or op, or registered."""
     return id(function) in _pure_keras_functions() or registered_with_keras(function)
 
 
+def named_by_caller() -> frozenset[int]:
+    """``id()`` of every object the loading code named: ``keras_pickle.loads(custom_objects=...)`` and the
+    ``keras.saving.custom_object_scope`` it holds (Keras consults both before its own names)."""
+    options = load_options()
+    scope = global_state.get_global_attribute("custom_objects_scope_dict", {}) or {}
+    return frozenset(id(obj) for obj in (*options.custom_objects.values(), *scope.values()))
+
+
 def globals_policy() -> GlobalsPolicy:
-    """What the restricted reader lets a stream name (see :mod:`keras_pickle._reader.allowlist`):
-    Keras 3's saveable classes, and tf-keras's where tf-keras is imported (a tf-keras payload imports
-    it before the stream is read: :func:`keras_pickle._dialect.require`)."""
-    if not _tfkeras_classes.is_imported():
-        return GlobalsPolicy(
-            allowed_bases=safe_mode_bases(),
-            refused_bases=tuple(refused_layer_classes()),
-            vouched_function=vouched_function,
-        )
+    """Safe mode's policy for this load (see :mod:`keras_pickle._reader.allowlist`): Keras 3's bases,
+    and tf-keras's where tf-keras is imported (a payload never makes safe mode import it before its
+    checks: :func:`keras_pickle._protocol.reconstruct.restore`); the caller's custom objects and
+    ``allow_callbacks`` from the enclosing ``keras_pickle.loads``."""
+    options = load_options()
+    allowed, refused = safe_mode_bases(), tuple(refused_layer_classes())
+    callbacks, records = (keras.callbacks.Callback,), (keras.callbacks.History,)
+    vouched, caller = vouched_function, named_by_caller()
+    if _tfkeras_classes.is_imported():
+        caller |= _tfkeras_safe.named_by_caller()
+        allowed += _tfkeras_safe.safe_mode_bases()
+        refused += tuple(_tfkeras_safe.refused_layer_classes())
+        callbacks += (_tfkeras_classes.tf_keras().callbacks.Callback,)
+        records += (_tfkeras_classes.tf_keras().callbacks.History,)
+
+        def vouched(f: Any) -> bool:
+            return vouched_function(f) or _tfkeras_safe.vouched_function(f)
+
     return GlobalsPolicy(
-        allowed_bases=safe_mode_bases() + _tfkeras_safe.safe_mode_bases(),
-        refused_bases=tuple(refused_layer_classes()) + tuple(_tfkeras_safe.refused_layer_classes()),
-        vouched_function=lambda f: vouched_function(f) or _tfkeras_safe.vouched_function(f),
+        allowed_bases=allowed,
+        refused_bases=refused,
+        vouched_function=vouched,
+        named_by_caller=caller,
+        callback_bases=callbacks,
+        record_classes=records,
+        allow_callbacks=options.allow_callbacks,
     )
+
+
+def dialect_resolver(table: dict[str, Any], dialect: str = _dialect.KERAS3) -> Candidates:
+    """The resolver of ``dialect`` (tf-keras's only where tf-keras is imported: nothing is imported here)."""
+    caller = load_options().custom_objects
+    if dialect == _dialect.TF_KERAS and _tfkeras_classes.is_imported():
+        return _tfkeras_safe.resolver(table, caller)
+    return resolver(table, caller)
+
+
+provide_policy(globals_policy, dialect_resolver)
 
 
 @contextlib.contextmanager
@@ -127,13 +167,16 @@ def is_keras_builtin(obj: Any) -> bool:
 def vet_body(body: dict, dialect: str = _dialect.KERAS3) -> None:
     """Refuse, before Keras builds anything, a body whose objects stand for what safe mode refuses.
 
-    ``body`` has passed the schema's checks (its custom objects are inert references). A tf-keras
-    body's configs are judged as tf-keras resolves them (:mod:`keras_pickle._tfkeras.safe`).
+    ``body`` has passed the schema's checks (its custom objects are inert references). Every custom
+    object is judged by :func:`~keras_pickle._reader.allowlist.refusal`, and may never be Keras's own
+    (Keras names its own); every config the body holds is judged by
+    :func:`~keras_pickle._reader.allowlist.judge_config`, resolved as the payload's dialect resolves it.
     """
-    custom_objects = {key: unwrap(value) for key, value in body.get("custom_objects", {}).items()}
+    table = body.get("custom_objects", {})
     policy = globals_policy()
-    for key, obj in custom_objects.items():
-        reason = refusal(obj, policy)
+    for key, value in table.items():
+        obj = unwrap(value)
+        reason = refusal(obj, policy, carried=is_carried(value))
         if reason is None and is_keras_builtin(obj):
             reason = "it is Keras's own, and no custom object stands for a Keras built-in class (Keras names its own)"
         if reason is not None:
@@ -146,9 +189,17 @@ def vet_body(body: dict, dialect: str = _dialect.KERAS3) -> None:
             raise UnsafePayloadError(
                 f"Safe mode refused {what}: recorded constructor calls are made for user classes only.", what=what
             )
-    vet = _tfkeras_safe.vet_config if dialect == _dialect.TF_KERAS else vet_config
+    candidates, name = dialect_resolver(table, dialect), _dialect.name(dialect)
     for text in _config_texts(body):
-        vet(schema.parse_config(text, "a config it holds"), custom_objects)
+        judge_config(schema.parse_config(text, "a config it holds"), policy, candidates, dialect=name)
+
+
+def vet_names(body: dict) -> None:
+    """What safe mode refuses in a checked body by name alone, before anything is imported for it
+    (a tf-keras payload's dialect included): a Lambda or foreign-format layer spelt any way, an
+    inline Python lambda, at any depth of any config it holds."""
+    for text in _config_texts(body):
+        judge_config(schema.parse_config(text, "a config it holds"), globals_policy(), lambda node: ())
 
 
 def _config_texts(body: dict) -> Iterator[str]:
@@ -158,78 +209,57 @@ def _config_texts(body: dict) -> Iterator[str]:
     yield from (body.get("compile_objects") or {}).values()
 
 
-def vet_config(config: Any, custom_objects: dict[str, Any]) -> None:
-    """Refuse a config naming anything Keras would resolve to a refused class or function (see module)."""
-    refused_layers = refused_layer_classes()
-    for ref in configs.object_refs(config):
-        resolved = resolve_like_keras(ref, custom_objects)
-        if isinstance(resolved, type):
-            matches = [cls for cls in refused_layers if issubclass(resolved, cls)]
-            if matches:
-                closest = max(matches, key=lambda cls: len(cls.__mro__))  # FlaxLayer, not its base JaxLayer
-                _refuse_layer(ref, resolved, closest, refused_layers[closest])
-        elif isinstance(resolved, types.FunctionType) and package_of(resolved.__module__) in KERAS_PACKAGES:
-            if not vouched_function(resolved):
-                what = f"Keras function {_qualified(resolved)}"
+_KERAS_IMPORTS = ("keras", "keras_hub", "keras_cv", "keras_nlp")
+"""The packages whose modules Keras 3's deserializer imports to resolve a config's ``module``."""
+
+
+def resolver(table: dict[str, Any], caller_objects: dict[str, Any]) -> Candidates:
+    """Every object Keras 3's deserializer could resolve a config node to, as it looks names up:
+    custom objects (the payload's ``table``, the caller's, a held ``custom_object_scope``, Keras's
+    registry, and the registered-name suffix match Keras applies to ``builtins`` functions), Keras's
+    legacy layer namespace (module-less layer configs in ``Sequential`` and Functional models),
+    Keras's public API and built-in function modules, and the attribute of an imported module.
+    A name in a module Keras would import is refused: safe mode never imports."""
+    legacy_namespace = {**vars(keras.src.layers), **_LEGACY_MODELS}
+
+    def candidates(node: dict) -> Iterator[tuple[Any, bool]]:
+        names = configs.spellings(node)
+        scope = global_state.get_global_attribute("custom_objects_scope_dict", {}) or {}
+        for name in names:
+            for source in (table, caller_objects, scope, object_registration.GLOBAL_CUSTOM_OBJECTS):
+                if name in source:
+                    yield unwrap(source[name]), is_carried(source[name])
+            for key, value in table.items():
+                if isinstance(key, str) and key.endswith(f">{name}"):
+                    yield unwrap(value), is_carried(value)
+            if node["class_name"] != "function":
+                yield legacy_namespace.get(name), False
+        module = node.get("module")
+        if not (isinstance(module, str) and module):
+            return
+        if module == "builtins":
+            for namespace in serialization_lib.BUILTIN_MODULES:
+                for name in names:
+                    yield get_symbol_from_name(f"keras.{namespace}.{name}"), False
+        package = package_of(module)
+        if package == "keras":
+            for name in names:
+                yield get_symbol_from_name(f"{module}.{name}"), False
+                yield _convert.public_optimizer(module, name), False
+        if package in _KERAS_IMPORTS:
+            loaded = sys.modules.get(module)
+            if loaded is None:
+                what = f"{module}.{names[0] if names else '?'}"
                 raise UnsafePayloadError(
-                    f"Safe mode refused {what}, named by the config: only Keras's built-in activations, losses, "
-                    "metrics and ops (and functions registered with Keras) may be part of a model; this one "
-                    "changes process state or touches files.",
+                    f"Safe mode refused {bounded_repr(what)}, named by the Keras config: its module is not imported, "
+                    "Keras would import it to resolve the name, and safe mode never imports modules. Import it "
+                    "first if you trust it.",
                     what=what,
                 )
+            for name in names:
+                yield vars(loaded).get(name), False
 
-
-def _refuse_layer(ref: dict, resolved: type, refused: type, runs: str) -> None:
-    inner = ref.get("config")
-    layer = bounded_repr(inner.get("name", "?") if isinstance(inner, dict) else "?")
-    named = "" if resolved is refused else f" (named {bounded_repr(ref.get('class_name'))})"
-    what = f"{refused.__name__} layer {layer}"
-    message = (
-        f"Safe mode refused {what}{named}: loading it would run {runs}. If you trust the source of this "
-        "payload, load it with keras_pickle.loads(data, safe_mode=False)."
-    )
-    raise (LambdaLayerError if refused is keras.layers.Lambda else UnsafePayloadError)(message, what=what)
-
-
-def resolve_like_keras(ref: dict, custom_objects: dict[str, Any]) -> Any:
-    """What Keras's deserializer resolves ``ref`` to, as ``serialization_lib`` looks it up
-    (custom objects and registered names first, then Keras's public names, its built-in function
-    modules, then a module's attribute), without importing; ``None`` if Keras would not find it.
-
-    A name in a module that is not imported is refused: Keras would import the module.
-    """
-    class_name, module = ref.get("class_name"), ref.get("module")
-    is_function = class_name == "function"
-    name = ref.get("config") if is_function else class_name
-    key = configs.custom_object_key(ref)
-    if not isinstance(name, str):
-        return None
-    for table in (custom_objects, object_registration.GLOBAL_CUSTOM_OBJECTS):
-        if isinstance(key, str) and key in table:
-            return unwrap(table[key])
-    if not isinstance(module, str) or not module:
-        return None
-    if package_of(module) in KERAS_PACKAGES:
-        found = get_symbol_from_name(f"{module}.{name}") or _convert.public_optimizer(module, name)
-        if found is not None:
-            return found  # a backend's own optimizer: rebuilt as its public class (_convert.portable_config)
-    if is_function and module == "builtins":
-        for namespace in serialization_lib.BUILTIN_MODULES:
-            found = get_symbol_from_name(f"keras.{namespace}.{name}")
-            if found is not None:
-                return found
-        return None
-    if package_of(module) not in {"keras", "keras_hub", "keras_cv", "keras_nlp"}:
-        return None  # Keras does not look there
-    loaded = sys.modules.get(module)
-    if loaded is None:
-        what = f"{module}.{name}"
-        raise UnsafePayloadError(
-            f"Safe mode refused {bounded_repr(what)}, named by the config: its module is not imported, Keras would "
-            "import it to resolve the name, and safe mode never imports modules.",
-            what=what,
-        )
-    return vars(loaded).get(name)
+    return candidates
 
 
 def _qualified(obj: Any) -> str:

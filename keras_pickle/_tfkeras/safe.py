@@ -1,26 +1,26 @@
-"""What safe mode refuses in a tf-keras payload, and lets it name.
+"""Safe mode's tf-keras facts: its base classes, what it vouches for, and how its deserializer
+resolves a config's names.
 
-tf-keras's deserializer resolves a config's ``module`` + ``class_name`` by importing any module
-and taking any attribute of it, and keeps only Lambda bytecode behind its safe mode. So in safe
-mode every object a tf-keras config names must resolve without importing anything, as tf-keras's
-deserializer would: to a custom object the payload carries (which the restricted reader has judged),
-to a registered one, or to tf-keras's own public names. A class must be one of tf-keras's
-saveable kinds (layers, models, losses, metrics, optimizers, initializers, regularizers,
-constraints, schedules) and not a Lambda layer; a function must be a built-in activation, loss or
-metric, or registered. Anything else is refused before tf-keras builds anything.
+tf-keras's deserializer resolves a config's ``module`` + ``class_name`` by importing any module and
+taking any attribute of it, resolves module-less names at every depth, and keeps only Lambda
+bytecode behind its safe mode. The decision is safe mode's one
+(:func:`keras_pickle._reader.allowlist.refusal`, through ``judge_config``); this module gives it
+tf-keras's bases, refused layers and vouched functions, and :func:`resolver`, every object tf-keras
+could resolve a node to, refusing a name whose module is not imported (tf-keras would import it).
 """
 
 from __future__ import annotations
 
 import functools
 import sys
+from collections.abc import Iterator
 from typing import Any
 
-from .._reader.allowlist import exported_functions
+from .._reader.allowlist import Candidates, exported_functions
 from .._wire import configs
-from .._wire.refs import unwrap
+from .._wire.refs import is_carried, unwrap
 from .._wire.reprs import bounded_repr
-from ..errors import LambdaLayerError, UnsafePayloadError
+from ..errors import UnsafePayloadError
 from . import classes
 
 _PURE_NAMESPACES = ("activations", "losses", "metrics")
@@ -44,8 +44,13 @@ def safe_mode_bases() -> tuple[type, ...]:
 
 
 def refused_layer_classes() -> dict[type, str]:
-    """tf-keras layers whose loading runs code stored in the config, and what it runs."""
-    return {classes.tf_keras().layers.Lambda: "the Python code stored in the payload"}
+    """tf-keras layers whose loading runs code or another format stored in the config, and what it runs."""
+    layers = classes.tf_keras().layers
+    return {
+        cls: runs
+        for name, runs in configs.REFUSED_LAYERS.items()
+        if isinstance(cls := getattr(layers, name, None), type)
+    }
 
 
 @functools.cache
@@ -69,81 +74,62 @@ def vouched_function(function: Any) -> bool:
     return id(function) in _pure_functions() or registered_with_tf_keras(function)
 
 
-def vet_config(config: Any, custom_objects: dict[str, Any]) -> None:
-    """Refuse a tf-keras config naming anything safe mode refuses (see the module)."""
-    refused_layers = refused_layer_classes()
-    bases = safe_mode_bases()
-    for ref in configs.object_refs(config):
-        resolved = _resolve(ref, custom_objects)
-        if resolved is None:
-            continue  # tf-keras would fail to find it: nothing runs
-        if isinstance(resolved, type):
-            for refused, runs in refused_layers.items():
-                if issubclass(resolved, refused):
-                    _refuse_lambda(ref, refused, runs)
-            if not issubclass(resolved, bases):
-                _refuse(ref, f"{_qualified(resolved)} is not a tf-keras layer, model, loss, metric or optimizer")
-        elif not (callable(resolved) and (vouched_function(resolved) or _is_custom(ref, custom_objects))):
-            _refuse(ref, f"{_qualified(resolved)} is neither a built-in activation, loss or metric nor registered")
+def named_by_caller() -> frozenset[int]:
+    """``id()`` of the objects a ``tf_keras.saving.custom_object_scope`` the loading code holds names."""
+    return frozenset(id(obj) for obj in _registry()._THREAD_LOCAL_CUSTOM_OBJECTS.__dict__.values())
 
 
-def _is_custom(ref: dict, custom_objects: dict[str, Any]) -> bool:
-    key = configs.custom_object_key(ref)
-    return isinstance(key, str) and key in custom_objects
+def resolver(table: dict[str, Any], caller_objects: dict[str, Any]) -> Candidates:
+    """Every object tf-keras's deserializer could resolve a config node to: custom objects (the payload's
+    ``table``, the caller's, a held ``custom_object_scope``, the registry), tf-keras's layer namespaces
+    (it resolves module-less names at every depth), its public API and built-in function modules, and
+    the attribute of an imported module. tf-keras imports any module a config names: a module not
+    imported is refused (safe mode never imports)."""
+    namespaces = (vars(classes.tf_keras().layers), vars(classes.tf_keras().src.layers), _legacy_objects())
+
+    def candidates(node: dict) -> Iterator[tuple[Any, bool]]:
+        names = configs.spellings(node)
+        scope = _registry()._THREAD_LOCAL_CUSTOM_OBJECTS.__dict__
+        for name in names:
+            for source in (table, caller_objects, scope, _registry()._GLOBAL_CUSTOM_OBJECTS):
+                if name in source:
+                    yield unwrap(source[name]), is_carried(source[name])
+            if node["class_name"] != "function":
+                for namespace in namespaces:
+                    yield namespace.get(name), False
+        module = node.get("module")
+        if not (isinstance(module, str) and module):
+            return
+        if module in _MODULES or module.startswith(tuple(f"{m}." for m in _MODULES)):
+            for name in names:
+                yield _public_symbol(f"{module}.{name}"), False
+        if module == "builtins":
+            for namespace in classes.tf_keras().src.saving.serialization_lib.BUILTIN_MODULES:
+                for name in names:
+                    yield _public_symbol(f"keras.{namespace}.{name}"), False
+            return
+        tf_keras_module = "tf_" + module if module == "keras" or module.startswith("keras.") else module
+        loaded = sys.modules.get(tf_keras_module)
+        if loaded is None:
+            what = f"{module}.{names[0] if names else '?'}"
+            raise UnsafePayloadError(
+                f"Safe mode refused {bounded_repr(what)}, named by the tf-keras config: tf-keras would import module "
+                f"{bounded_repr(module)} to resolve it, and safe mode never imports modules.",
+                what=what,
+            )
+        for name in names:
+            yield vars(loaded).get(name), False
+
+    return candidates
 
 
-def _resolve(ref: dict, custom_objects: dict[str, Any]) -> Any:
-    """What tf-keras's deserializer resolves ``ref`` to, without importing; refuses a name it would import."""
-    class_name, module = ref.get("class_name"), ref.get("module")
-    is_function = class_name == "function"
-    name = ref.get("config") if is_function else class_name
-    if not isinstance(name, str):
-        return None
-    key = configs.custom_object_key(ref)
-    if isinstance(key, str):
-        if key in custom_objects:
-            return unwrap(custom_objects[key])
-        if key in _registry()._GLOBAL_CUSTOM_OBJECTS:
-            return _registry()._GLOBAL_CUSTOM_OBJECTS[key]
-    if not module:
-        return None  # tf-keras looks nowhere else
-    if module in _MODULES or module.startswith(tuple(f"{m}." for m in _MODULES)):
-        found = _public_symbol(f"{module}.{name}")
-        if found is not None:
-            return found
-    if is_function and module == "builtins":
-        for namespace in classes.tf_keras().src.saving.serialization_lib.BUILTIN_MODULES:
-            found = _public_symbol(f"keras.{namespace}.{name}")
-            if found is not None:
-                return found
-        return None
-    tf_keras_module = "tf_" + module if module.startswith("keras") else module
-    loaded = sys.modules.get(tf_keras_module)
-    if loaded is not None and tf_keras_module.startswith("tf_keras"):
-        return vars(loaded).get(name)
-    _refuse(ref, f"tf-keras would import module {bounded_repr(module)} to resolve it, and safe mode never imports")
+def _legacy_objects() -> dict[str, Any]:
+    """The namespace tf-keras's layer deserializer resolves module-less class names in."""
+    serialization = classes.tf_keras().src.layers.serialization
+    serialization.populate_deserializable_objects()
+    return dict(getattr(serialization.LOCAL, "ALL_OBJECTS", {}))
 
 
 def _public_symbol(api_name: str) -> Any:
     from_tf = sys.modules.get("tensorflow.python.util.tf_export")
     return None if from_tf is None else from_tf.get_symbol_from_name(api_name)
-
-
-def _refuse(ref: dict, why: str) -> None:
-    what = f"{bounded_repr(ref.get('module'))}.{bounded_repr(ref.get('class_name'))}"
-    raise UnsafePayloadError(f"Safe mode refused {what}, named by the tf-keras config: {why}.", what=what)
-
-
-def _refuse_lambda(ref: dict, refused: type, runs: str) -> None:
-    inner = ref.get("config")
-    layer = bounded_repr(inner.get("name", "?") if isinstance(inner, dict) else "?")
-    what = f"{refused.__name__} layer {layer}"
-    raise LambdaLayerError(
-        f"Safe mode refused {what}: loading it would run {runs}. If you trust the source of this payload, "
-        "load it with keras_pickle.loads(data, safe_mode=False).",
-        what=what,
-    )
-
-
-def _qualified(obj: Any) -> str:
-    return f"{getattr(obj, '__module__', '?')}.{getattr(obj, '__qualname__', type(obj).__name__)}"

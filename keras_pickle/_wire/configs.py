@@ -51,8 +51,51 @@ def custom_object_key(ref: dict) -> Any:
     return ref.get("registered_name", ref.get("class_name"))
 
 
+def named_nodes(config: Any) -> Iterator[dict]:
+    """Every node that names a class or function to Keras: a dict whose ``class_name`` is a string,
+    spelt with or without ``module`` or ``registered_name`` (Keras's legacy spelling has neither),
+    at any depth. What safe mode judges; :func:`object_refs` is the writer's narrower view."""
+    return (node for node in iter_nodes(config) if isinstance(node.get("class_name"), str))
+
+
+def spellings(node: dict) -> list[str]:
+    """Every name a Keras lookup could resolve ``node`` by, in either dialect: its class name (a
+    function node's function name), its registered name, and each one's part after ``>`` (a
+    registered package) and after the last dot (a dotted path), without repeats."""
+    class_name, inner = node.get("class_name"), node.get("config")
+    names = [inner if class_name == "function" and isinstance(inner, str) else class_name]
+    registered = node.get("registered_name")
+    if isinstance(registered, str) and not (class_name == registered == "function"):
+        names.append(registered)  # Keras 3 writes a registered function's registered_name as "function"
+    found: list[str] = []
+    for name in names:
+        if not isinstance(name, str):
+            continue
+        for variant in (name, name.rpartition(">")[2], name.rpartition(".")[2]):
+            if variant and variant not in found:
+                found.append(variant)
+    return found
+
+
+def refused_layer_spelt(node: dict) -> str | None:
+    """The refused layer kind (``Lambda`` or one of :data:`FOREIGN_LAYERS`) ``node`` names under any
+    of its spellings, whatever its ``module`` says (or whether it has one); ``None`` otherwise."""
+    if node.get("class_name") == "function":
+        return None
+    for name in spellings(node):
+        if name in REFUSED_LAYERS:
+            return name
+    return None
+
+
+def layer_name(node: dict) -> str:
+    """The ``name`` in a layer node's config, for messages (``"?"`` when it has none)."""
+    inner = node.get("config")
+    return str(inner.get("name", "?")) if isinstance(inner, dict) else "?"
+
+
 def _is_lambda_layer(node: dict) -> bool:
-    return keras_class_name(node) == "Lambda"
+    return refused_layer_spelt(node) == "Lambda"
 
 
 class LambdaCode(NamedTuple):
@@ -65,12 +108,12 @@ class LambdaCode(NamedTuple):
 
 
 def lambdas(config: Any) -> list[LambdaCode]:
-    """The Lambda layers, and the inline Python lambdas outside them, in document order."""
+    """The Lambda layers (spelt any way, with or without a module), and the inline Python lambdas
+    outside them, in document order."""
     found = []
     for node in iter_nodes(config, descend=lambda n: not (_is_lambda_layer(n) or n.get("class_name") == "__lambda__")):
         if _is_lambda_layer(node):
-            inner = node.get("config")
-            found.append(LambdaCode(str(inner.get("name", "?")) if isinstance(inner, dict) else "?"))
+            found.append(LambdaCode(layer_name(node)))
         elif node.get("class_name") == "__lambda__":
             found.append(LambdaCode(None))
     return found
@@ -116,11 +159,15 @@ class ForeignLayer(NamedTuple):
 
 
 def foreign_layers(config: Any) -> list[ForeignLayer]:
-    """The layers that embed code or another format (:data:`FOREIGN_LAYERS`), in document order."""
+    """The layers that embed code or another format (:data:`FOREIGN_LAYERS`), spelt any way, in
+    document order."""
     found = []
-    for node in iter_nodes(config):
-        class_name = keras_class_name(node)
+    for node in named_nodes(config):
+        class_name = refused_layer_spelt(node)
         if class_name in FOREIGN_LAYERS:
-            inner = node.get("config")
-            found.append(ForeignLayer(class_name, str(inner.get("name", "?")) if isinstance(inner, dict) else "?"))
+            found.append(ForeignLayer(class_name, layer_name(node)))
     return found
+
+
+REFUSED_LAYERS = {"Lambda": "the Python code stored in the payload", **FOREIGN_LAYERS}
+"""Every layer kind safe mode refuses under any spelling, and what loading one would run."""

@@ -17,14 +17,18 @@ class InertReference:
     """A class or function the stream names but may not call.
 
     Calling it raises :class:`UnsafePayloadError`; keras_pickle's
-    reconstructor unwraps it with :func:`unwrap`.
+    reconstructor unwraps it with :func:`unwrap`. ``carried``: the payload's
+    writing process legitimately carries it (a class or function of its main
+    script loaded under ``allow_by_value``, a ``defined_here`` token of this
+    process), which safe mode's decision takes into account.
     """
 
-    __slots__ = ("target", "qualified_name")
+    __slots__ = ("target", "qualified_name", "carried")
 
-    def __init__(self, target: Any, qualified_name: str):
+    def __init__(self, target: Any, qualified_name: str, *, carried: bool = False):
         self.target = target
         self.qualified_name = qualified_name
+        self.carried = carried
 
     def __call__(self, *args, **kwargs):
         raise UnsafePayloadError(
@@ -39,6 +43,11 @@ class InertReference:
 
 def unwrap(value: Any) -> Any:
     return value.target if isinstance(value, InertReference) else value
+
+
+def is_carried(value: Any) -> bool:
+    """Whether ``value`` is an inert reference to an object the payload legitimately carries."""
+    return isinstance(value, InertReference) and value.carried
 
 
 def qualified_name(value: Any) -> str:

@@ -28,6 +28,7 @@ import importlib
 import importlib.metadata
 import os
 import sys
+import types
 from typing import Any
 
 import keras
@@ -148,12 +149,19 @@ def log_model(model: Any, name: str | None = None, *, registered_model_name: str
     )
 
 
-def load_model(model_uri: str, dst_path: str | None = None, *, allow_by_value: bool = False) -> Any:
-    """The logged object, read with ``keras_pickle.loads`` in safe mode (``allow_by_value``: see the module)."""
+def load_model(
+    model_uri: str,
+    dst_path: str | None = None,
+    *,
+    allow_by_value: bool = False,
+    custom_objects: dict[str, Any] | None = None,
+) -> Any:
+    """The logged object, read with ``keras_pickle.loads`` in safe mode (``allow_by_value``: see the module;
+    ``custom_objects``: functions and classes the caller names, as ``keras_pickle.loads`` takes them)."""
     local = _download_artifact_from_uri(artifact_uri=model_uri, output_path=dst_path)
     conf = _get_flavor_configuration(model_path=local, flavor_name=FLAVOR_NAME)
     _add_code_from_conf_to_system_path(local, conf)
-    return _read(os.path.join(local, conf["data"]), allow_by_value)
+    return _read(os.path.join(local, conf["data"]), allow_by_value, custom_objects)
 
 
 def _shipped_modules(path: str, code_dir: str | None) -> list[str]:
@@ -168,9 +176,15 @@ def _shipped_modules(path: str, code_dir: str | None) -> list[str]:
     return found
 
 
-def _read(payload_path: str, allow_by_value: bool) -> Any:
+def _read(payload_path: str, allow_by_value: bool, custom_objects: dict[str, Any] | None = None) -> Any:
     """Import the modules the model ships (its code: safe mode resolves classes of imported modules only),
-    then ``keras_pickle.load`` in safe mode."""
+    then ``keras_pickle.load`` in safe mode.
+
+    Importing the shipped code runs it, so its functions are trusted as much as the caller trusts the
+    model's code: they are named as custom objects (safe mode's allow-list otherwise admits only the
+    functions Keras vouches for), beside the caller's own ``custom_objects``.
+    """
+    shipped_functions: dict[str, Any] = {}
     model_dir = os.path.dirname(payload_path)
     conf = Model.load(os.path.join(model_dir, MLMODEL_FILE_NAME)).flavors.get(FLAVOR_NAME, {})
     code_dir = conf.get("code")
@@ -180,9 +194,14 @@ def _read(payload_path: str, allow_by_value: bool) -> Any:
             for parts in ((f"{name}.py",), (name, "__init__.py"))
         )
         if shipped:  # never a module from elsewhere, whatever the MLmodel file says
-            importlib.import_module(name)
+            module = importlib.import_module(name)
+            shipped_functions.update(
+                (key, value)
+                for key, value in vars(module).items()
+                if isinstance(value, types.FunctionType) and value.__module__ == module.__name__
+            )
     with open(payload_path, "rb") as file:
-        return load(file, allow_by_value=allow_by_value)
+        return load(file, allow_by_value=allow_by_value, custom_objects={**shipped_functions, **(custom_objects or {})})
 
 
 class _PyFuncModel:
@@ -202,6 +221,8 @@ class _PyFuncModel:
 
 
 def _load_pyfunc(data_path: str, model_config: dict | None = None) -> _PyFuncModel:
-    """MLflow's pyfunc entry point (``loader_module``): ``model_config={"allow_by_value": True}`` opts in."""
-    allow_by_value = bool((model_config or {}).get("allow_by_value", False))
-    return _PyFuncModel(_read(data_path, allow_by_value))
+    """MLflow's pyfunc entry point (``loader_module``): ``model_config={"allow_by_value": True}`` opts in;
+    ``model_config={"custom_objects": {...}}`` names functions safe mode may load."""
+    config = model_config or {}
+    allow_by_value = bool(config.get("allow_by_value", False))
+    return _PyFuncModel(_read(data_path, allow_by_value, config.get("custom_objects")))

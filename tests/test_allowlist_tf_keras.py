@@ -1,0 +1,93 @@
+"""Safe mode's allow-list on tf-keras payloads: tf-keras resolves module-less names at every depth and
+imports any module a config names, so every node is judged under every spelling, and a function is
+allowed only where tf-keras vouches for it or the caller names it (tests/test_allowlist.py for Keras 3)."""
+
+from __future__ import annotations
+
+import click.termui  # noqa: F401  (every Dask and MLflow worker has it imported)
+import numpy as np
+import pytest
+import redteam
+import tf_keras
+from redteam import Effects, GlobalRef
+
+import keras_pickle
+import keras_pickle._allow  # noqa: F401  (imported on first load: imported here, so that imports show effects)
+import keras_pickle._api  # noqa: F401
+
+pytestmark = pytest.mark.tf_keras
+
+
+def halve(x):
+    """A custom activation nobody registered."""
+    return tf_keras.activations.relu(x) * 0.5
+
+
+@pytest.fixture(scope="module")
+def parts():
+    tf_keras.utils.set_random_seed(0)
+    model = tf_keras.Sequential([tf_keras.Input((3,)), tf_keras.layers.Dense(2), tf_keras.layers.Dense(1)])
+    return redteam.payload_parts(model)
+
+
+def assert_refused(data: bytes, marker, error: type = keras_pickle.UnsafePayloadError) -> Exception:
+    with Effects(marker) as effects, pytest.raises(error) as info:
+        keras_pickle.loads(data)
+    effects.assert_none()
+    assert keras_pickle.inspect(data).safe_mode_refuses
+    return info.value
+
+
+def with_last_layer(parts, layer: dict, table: dict) -> bytes:
+    header, body = parts
+
+    def edit(config):
+        config["config"]["layers"][-1] = layer
+
+    return redteam.craft(header, {**redteam.edit_config(body, edit), "custom_objects": table})
+
+
+@pytest.mark.parametrize("kind", ["Lambda"])
+@pytest.mark.parametrize("spelling", redteam.REFUSED_LAYER_SPELLINGS)
+def test_a_lambda_is_refused_however_spelt_at_every_depth(tmp_path, parts, kind, spelling):
+    inner = {"name": "lam", "function": {"class_name": "function", "config": "edit"}, "arguments": {}}
+    for depth in redteam.DEPTHS:
+        layer = redteam.nest(depth, {**redteam.REFUSED_LAYER_SPELLINGS[spelling](kind), "config": inner})
+        error = assert_refused(with_last_layer(parts, layer, {}), tmp_path / "m", keras_pickle.LambdaLayerError)
+        assert kind in str(error)
+
+
+@pytest.mark.parametrize("place", ["activation", "kernel_initializer", "kernel_regularizer", "kernel_constraint"])
+@pytest.mark.parametrize("table", [True, False], ids=["custom object", "module only"])
+def test_a_worker_function_is_refused_in_every_place_tf_keras_calls_one(tmp_path, parts, place, table):
+    header, body = parts
+    node = {"class_name": "function", "config": "edit"} if table else {"module": "click.termui", "class_name": "edit"}
+
+    def edit(config):
+        config["config"]["layers"][-1]["config"][place] = node
+
+    objects = {"edit": GlobalRef("click.termui", "edit")} if table else {}
+    data = redteam.craft(header, {**redteam.edit_config(body, edit), "custom_objects": objects})
+    error = assert_refused(data, tmp_path / "m")
+    assert "edit" in str(error)
+
+
+def test_a_module_less_lambda_calling_click_edit_in_a_nested_sequential_is_refused(tmp_path, parts):
+    marker = tmp_path / "m"
+    inner = {"name": "e", "function": {"class_name": "function", "config": "edit"},
+             "arguments": {"text": "x", "editor": f"touch {marker}"}}  # fmt: skip
+    nested = redteam.nest("nested Sequential", {"class_name": "Lambda", "config": inner})
+    assert_refused(with_last_layer(parts, nested, {"edit": GlobalRef("click.termui", "edit")}), marker, Exception)
+    assert not marker.exists()
+
+
+def test_an_unregistered_function_loads_when_the_caller_names_it(parts):
+    tf_keras.utils.set_random_seed(0)
+    model = tf_keras.Sequential([tf_keras.Input((3,)), tf_keras.layers.Dense(2, activation=halve)])
+    data = keras_pickle.dumps(model)
+    with pytest.raises(keras_pickle.UnsafePayloadError, match="custom_objects=") as info:
+        keras_pickle.loads(data)
+    assert "halve" in str(info.value)
+    loaded = keras_pickle.loads(data, custom_objects={"halve": halve})
+    x = np.ones((2, 3), "float32")
+    assert np.array_equal(loaded.predict(x, verbose=0), model.predict(x, verbose=0))
