@@ -120,3 +120,16 @@ def engine(module: str):
 
         return importlib.import_module(module)
     return pytest.importorskip(module, reason=f"{module} is not installed (pip install -e '.[test]' installs it)")
+
+
+def ulps_apart(a, b, *, at=None) -> np.ndarray:
+    """How many units in the last place of their dtype ``a`` and ``b`` lie apart, element by element: ``|a - b|``
+    in steps of the spacing at the larger magnitude of each pair (``np.spacing``), or at the magnitude ``at`` for
+    every pair (``at=np.abs(a).max()``: ulps of the largest value, where outputs near zero, a softmax's smallest,
+    carry their inputs' rounding relatively magnified). Equal values are 0 apart."""
+    a, b = np.asarray(a), np.asarray(b)
+    assert a.dtype == b.dtype and a.shape == b.shape, f"{a.dtype}{a.shape} vs {b.dtype}{b.shape}"
+    wide = np.float64 if a.dtype.itemsize < 8 else np.longdouble
+    magnitude = np.maximum(np.abs(a), np.abs(b)) if at is None else np.full(a.shape, at, a.dtype)
+    spacing = np.spacing(magnitude.astype(a.dtype)).astype(wide)
+    return np.abs(a.astype(wide) - b.astype(wide)) / spacing

@@ -149,3 +149,21 @@ def train_step(model: tf_keras.Model) -> list[np.ndarray]:
     x, y = data()
     model.fit(x, y, epochs=1, batch_size=8, shuffle=False, verbose=0)
     return all_values(model)
+
+
+def reference_predictions(kind: str, stored: dict[str, np.ndarray]) -> np.ndarray:
+    """Predictions on ``stored["x"]`` of a ``BUILDERS[kind]`` model built here from its code and given the stored
+    values (``var_###``, in :func:`all_values` order; the model's own variables come first): what a stored payload's
+    model computes on this machine, without loading the payload. Raises ``AssertionError`` where the code no
+    longer builds variables of the stored shapes and dtypes."""
+    model = BUILDERS[kind]()
+    x = stored["x"]
+    model(x[:1])
+    for i, variable in enumerate(model.variables):
+        value = stored[f"var_{i:03d}"]
+        have = (np.dtype(variable.dtype.as_numpy_dtype), tuple(variable.shape))
+        assert have == (value.dtype, value.shape), (
+            f"variable #{i} {variable.name}: {have} here, stored {value.dtype}{value.shape}"
+        )
+        variable.assign(value)
+    return model.predict(x, verbose=0)

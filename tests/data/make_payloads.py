@@ -37,6 +37,16 @@ def sequential() -> keras.Model:
     return zoo.trained(zoo.sequential)
 
 
+RECORDED_SCALE = np.array([1.5, -0.5], "float32")
+"""The array the recorded payloads' ``zoo.Wrapper`` was constructed with (a constructor argument, no variable)."""
+
+
+def recorded_architecture() -> keras.Model:
+    """The untrained architecture of :func:`recorded`."""
+    encoder = keras.Sequential([keras.Input((zoo.FEATURES,)), keras.layers.Dense(2), keras.layers.Dropout(0.1)])
+    return zoo.Wrapper(encoder, RECORDED_SCALE.copy())
+
+
 def functional() -> keras.Model:
     """A Functional with a nested Sequential, a registered layer and a custom block."""
     return zoo.trained(zoo.functional)
@@ -45,7 +55,7 @@ def functional() -> keras.Model:
 def layer() -> keras.layers.Layer:
     """A standalone custom layer, built."""
     keras.utils.set_random_seed(2)
-    scale = zoo.Scale(2.5)
+    scale = _layer_architecture()
     scale.build((None, zoo.FEATURES))
     return scale
 
@@ -63,8 +73,7 @@ def mixed_float16() -> keras.Model:
 def recorded() -> keras.Model:
     """A subclassed model without get_config taking a model and an array (recorded arguments), trained."""
     keras.utils.set_random_seed(3)
-    encoder = keras.Sequential([keras.Input((zoo.FEATURES,)), keras.layers.Dense(2), keras.layers.Dropout(0.1)])
-    model = zoo.Wrapper(encoder, np.array([1.5, -0.5], "float32"))
+    model = recorded_architecture()
     model.compile(optimizer="adam", loss="mse")
     x, y = zoo.data()
     model.fit(x, np.repeat(y, 2, axis=1), epochs=1, batch_size=8, verbose=0)
@@ -106,6 +115,61 @@ SETS = {
 # tf-keras process.
 TF_KERAS_SETS = {4: ("tf_keras_functional_checksum", "tf_keras_subclassed_checksum")}
 PAYLOADS = {f"v{version}_{name}": spec for version, specs in SETS.items() for name, spec in specs.items()}
+
+
+def _layer_architecture() -> keras.layers.Layer:
+    return zoo.Scale(2.5)
+
+
+def _mixed_float16_architecture() -> keras.Model:
+    previous = keras.config.dtype_policy()
+    keras.config.set_dtype_policy("mixed_float16")
+    try:
+        return zoo.sequential()
+    finally:
+        keras.config.set_dtype_policy(previous)
+
+
+ARCHITECTURES = {
+    "sequential": zoo.sequential,
+    "functional": zoo.functional,
+    "layer": _layer_architecture,
+    "mixed_float16": _mixed_float16_architecture,
+    "recorded": recorded_architecture,
+}
+"""What each stored object is, untrained, by set name without its prefix and options (``v2_sequential_checksum``:
+``sequential``): the code the reference of :func:`reference_outputs` is built from, never a stored payload."""
+
+
+def architecture_of(name: str) -> str:
+    """``v1_sequential_protocol2`` -> ``sequential``: the set's entry in :data:`ARCHITECTURES`."""
+    stem = name.split("_", 1)[1]
+    for key in sorted(ARCHITECTURES, key=len, reverse=True):
+        if stem == key or stem.startswith(f"{key}_"):
+            return key
+    raise KeyError(f"no architecture for stored payload {name!r}")
+
+
+def reference_outputs(name: str, stored: dict[str, np.ndarray]) -> np.ndarray:
+    """The outputs on ``stored["x"]`` of a model built here from its code (:data:`ARCHITECTURES`) and given the
+    stored values: what the payload's object computes on this machine, without loading the payload.
+
+    Outputs recorded on another CPU may differ from those in the last bits (TensorFlow's kernels follow the
+    instruction set); this reference is computed by the same kernels as the loaded object's. Raises
+    ``AssertionError`` where the code no longer builds variables of the stored shapes and dtypes.
+    """
+    reference = ARCHITECTURES[architecture_of(name)]()
+    x = stored["x"]
+    reference(x[:1])  # builds every variable (a subclassed model builds on its first call)
+    variables = list(reference.variables)
+    values = [stored[f"var_{i:03d}"] for i in range(len(variables))]
+    for i, (variable, value) in enumerate(zip(variables, values)):
+        have = (np.dtype(keras.backend.standardize_dtype(variable.dtype)), tuple(variable.shape))
+        assert have == (value.dtype, value.shape), (
+            f"{name}: variable #{i} {variable.path} is {have}, stored {value.dtype}{value.shape}"
+        )
+        variable.assign(value)
+    return outputs(reference, x)
 
 
 def variables_of(obj) -> list[np.ndarray]:
