@@ -45,9 +45,10 @@ def flips(data: bytes, masks=MASKS):
 
 
 def says_damaged_and_mismatched(error: BaseException) -> bool:
+    """A ChecksumMismatchError that says so; or a refusal of safe mode (which stays one) that says the same."""
     text = str(error)
     return (
-        isinstance(error, keras_pickle.ChecksumMismatchError)
+        isinstance(error, (keras_pickle.ChecksumMismatchError, keras_pickle.UnsafePayloadError))
         and text.startswith(damage.PREFIX)
         and "does not match its checksum" in text
     )
@@ -295,6 +296,14 @@ def test_stream_damage_needs_a_payload_in_the_head():
     found = damage.stream_damage(b'...keras_pickle..."checksum"...nothing like one', "the data", error)
     assert type(found) is keras_pickle.NotAPayloadError and "carries no checksum" in str(found)
     assert str(found).startswith(damage.PREFIX)
+
+
+def test_a_refusal_of_safe_mode_in_a_damaged_stream_stays_a_refusal(payloads):
+    refused = keras_pickle.UnsafePayloadError("module not imported", what="keras_pickle._format.restord")
+    found = damage.stream_damage(payloads[5], "the data", refused)
+    assert type(found) is keras_pickle.UnsafePayloadError and found.what == "keras_pickle._format.restord"
+    assert says_damaged_and_mismatched(found) and "where keras_pickle writes keras_pickle._format.restore" in str(found)
+    assert found.original_error is refused
 
 
 def test_stream_damage_leaves_a_missing_module_to_its_own_error(payloads):

@@ -129,7 +129,8 @@ def stream_damage(head: bytes, what: str, error: BaseException) -> KerasUnpickli
 
     A :class:`~keras_pickle.ChecksumMismatchError` when the stream shows a checksum; else a
     :class:`~keras_pickle.NotAPayloadError` (what such failures always were) that says the
-    payload is damaged.
+    payload is damaged. A refusal of safe mode stays an :class:`~keras_pickle.UnsafePayloadError`
+    (with its ``what``), whose message says the same.
 
     Damage: the stream's first bytes (``head``, at least :data:`HEAD_BYTES` of them when the stream
     has as many) show a keras_pickle payload, and ``error`` is one a damaged stream raises: a
@@ -159,6 +160,14 @@ def stream_damage(head: bytes, what: str, error: BaseException) -> KerasUnpickli
         found = shorten(str(error).removeprefix("Not a keras_pickle payload: ").rstrip("."), 300)
     else:
         found = f"{what} could not be unpickled ({type(error).__name__}: {shorten(str(error), 200)})"
+    if isinstance(error, UnsafePayloadError):
+        # Safe mode's refusal stays one (callers audit what it refused); its message says the damage.
+        said = damaged(found, checksum=checksum, cause=error) if checksum else None
+        refusal = UnsafePayloadError(
+            str(said) if said else f"{PREFIX}: {found}. It carries no checksum.", what=error.what
+        )
+        refusal.original_error = error
+        return refusal
     if checksum is None:  # as before, a stream that does not read as a payload: now also said to be damaged
         return NotAPayloadError(
             f"{PREFIX}: {found}. It carries no checksum; keras_pickle.dumps(..., checksum=True) detects "
