@@ -42,6 +42,7 @@ from .errors import VersionSkewError as VersionSkewError
 
 if TYPE_CHECKING:
     from ._api import checksums as checksums
+    from ._api import convert as convert
     from ._api import dump as dump
     from ._api import dumps as dumps
     from ._api import load as load
@@ -60,6 +61,7 @@ if TYPE_CHECKING:
 # Public name -> the module that defines it; each imports Keras.
 _KERAS_LEVEL = {
     "checksums": "._api",
+    "convert": "._api",
     "dump": "._api",
     "dumps": "._api",
     "load": "._api",

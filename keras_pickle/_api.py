@@ -9,14 +9,17 @@ import pickle
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import IO, Any
 
+import keras
+
 from . import _allow, _format, _options  # noqa: F401  (_allow, _format: see below)
 from ._protocol import install as _install
 from ._protocol import load_failure as _load_failure
 from ._reader import safe
 from ._reader.prescan import check_lengths, describe_bytes, foreign_format, peek
 from ._rebuild.safe_policy import globals_policy
+from ._wire.reprs import shorten
 from ._wire.stream import JoinedStream
-from .errors import KerasPickleError, KerasPicklingError, NotAPayloadError, UnsafePayloadError
+from .errors import KerasPickleError, KerasPicklingError, KerasUnpicklingError, NotAPayloadError, UnsafePayloadError
 
 # _allow and _format publish the reconstructors payloads name; safe mode resolves those from
 # sys.modules only (it never imports), so loading needs them imported first.
@@ -204,6 +207,13 @@ def _load_one(file: IO[bytes], options: _options.LoadOptions, *, buffers, descri
             failure = _load_failure.payload_error(unpickler, options.restored, e)
             if failure is not None:
                 raise failure from e
+            if safe.looks_like_keras_native(head):  # Keras failed to rebuild its own pickle: say how to convert
+                raise NotAPayloadError(
+                    f"Not a keras_pickle payload: Keras could not rebuild the model in {describe()} "
+                    f"({type(e).__name__}: {shorten(str(e), 300)}).{safe.KERAS_NATIVE_HINT}",
+                    found=describe(),
+                    original_error=e,
+                ) from e
             raise NotAPayloadError(
                 f"Not a keras_pickle payload: {describe()} could not be unpickled ({type(e).__name__}: {e}).",
                 found=describe(),
@@ -211,8 +221,42 @@ def _load_one(file: IO[bytes], options: _options.LoadOptions, *, buffers, descri
             ) from e
     if options.restored == 0:
         found = f"a pickled {type(obj).__module__}.{type(obj).__qualname__}"
+        hint = safe.KERAS_NATIVE_HINT if safe.looks_like_keras_native(head) else ""
         raise NotAPayloadError(
-            f"Not a keras_pickle payload: the data is {found}, which holds no Keras object pickled by keras_pickle.",
+            f"Not a keras_pickle payload: the data is {found}, which holds no Keras object pickled by "
+            f"keras_pickle.{hint}",
             found=found,
         )
     return obj
+
+
+def convert(
+    data: bytes, *, custom_objects: Mapping[str, Any] | None = None, protocol: int | None = None, checksum: bool = False
+) -> bytes:
+    """Re-pickle bytes that Keras's own pickling wrote (``pickle.dumps(model)`` without keras_pickle, or
+    scikeras's) as a keras_pickle payload, which :func:`loads` then reads in safe mode.
+
+    Runs the pickle, as ``pickle.loads`` does: convert only data you trust. ``custom_objects`` names the
+    classes and functions the model needs (as ``keras.saving.load_model`` takes them); Keras's own
+    pickling stores none of them. Raises :class:`NotAPayloadError` for data that is not Keras's pickle
+    format, and :class:`~keras_pickle.KerasUnpicklingError` (naming ``custom_objects``) where Keras
+    cannot rebuild it.
+    """
+    if not _is_bytes_like(data) or not safe.looks_like_keras_native(bytes(memoryview(data)[:4096])):
+        raise NotAPayloadError(
+            "keras_pickle.convert takes the bytes of Keras's own pickling (pickle.dumps(model) without "
+            "keras_pickle, or scikeras's); these are not. A keras_pickle payload needs no conversion: "
+            "keras_pickle.loads(data).",
+            found="not a Keras pickle",
+        )
+    _load_options(True, custom_objects, False, False)  # the same check of custom_objects as loads
+    try:
+        with keras.saving.custom_object_scope(dict(custom_objects or {})):
+            obj = pickle.loads(data)
+    except Exception as e:
+        raise KerasUnpicklingError(
+            f"Keras could not rebuild the model in this pickle ({type(e).__name__}: {str(e)[:500]}). Name the "
+            "custom classes and functions it needs: keras_pickle.convert(data, custom_objects={'Name': Name}).",
+            original_error=e,
+        ) from e
+    return dumps(obj, protocol, checksum=checksum)

@@ -30,6 +30,8 @@ import keras_pickle._allow  # noqa: F401  (imported on first load: imported here
 import keras_pickle._api  # noqa: F401
 from keras_pickle._wire import configs
 
+pytestmark = pytest.mark.backends  # tests/run_all.py runs this file on every backend
+
 TESTS_DIR = REPO_DIR / "tests"
 
 

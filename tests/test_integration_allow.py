@@ -192,8 +192,10 @@ def test_allow_is_checked_kept_and_reset():
     keras_pickle.install()  # keeps the setting (keras_pickle.dumps calls install())
     keras_pickle.dumps(keras.metrics.Mean())
     keras_pickle.install(allow=())
+    accumulated = keras.metrics.Mean()
+    accumulated.update_state([1.0])
     with pytest.raises(keras_pickle.PickleRefusedError):
-        pickle.dumps(keras.metrics.Mean())
+        pickle.dumps(accumulated)  # a fresh one travels by config without allow=: it loses nothing
     keras_pickle.install(allow=("metrics",))
     keras_pickle.uninstall()
     try:

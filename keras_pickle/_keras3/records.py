@@ -299,8 +299,14 @@ def _is_metric(value: Any) -> bool:
 
 def _record_compile(model: Any, args: tuple, kwargs: dict) -> None:
     _compile_calls.set(model, (tuple(args), dict(kwargs)))
-    for part, path in owned_parts(model):
-        _owners.set(part, (weakref.ref(model), path))
+    record_owned_parts(model)
+
+
+def record_owned_parts(model: Any) -> None:
+    """Record ``model`` as the owner of every optimizer and metric it holds (:func:`owned_parts`)."""
+    if isinstance(model, keras.Model):
+        for part, path in owned_parts(model):
+            _owners.set(part, (weakref.ref(model), path))
 
 
 def copy_records(original: Any, twin: Any, memo: dict) -> None:

@@ -62,16 +62,12 @@ class LayerPickleMixin:
         custom = _user_reducer(self)
         if custom is not None:
             return custom(protocol)
-        reduced = restore, _capture_payload.layer_payload(self, protocol)
-        _stream.note_pickled(self)
-        return reduced
+        return _reduce_layer(self, protocol)
 
     @_ours
     def __reduce__(self):
         # Never consults user hooks: a user __reduce__ may call super().__reduce__().
-        reduced = restore, _capture_payload.layer_payload(self, pickle.DEFAULT_PROTOCOL)
-        _stream.note_pickled(self)
-        return reduced
+        return _reduce_layer(self, pickle.DEFAULT_PROTOCOL)
 
     @_ours
     def __deepcopy__(self, memo):
@@ -80,6 +76,15 @@ class LayerPickleMixin:
     @_ours
     def __copy__(self):
         return _copy.copy_layer(self, {})
+
+
+def _reduce_layer(layer: Any, protocol: int) -> tuple:
+    reduced = restore, _capture_payload.layer_payload(layer, protocol)
+    _stream.note_pickled(layer)
+    # Its optimizer and metrics, pickled after it in the same stream, come back as its own: recorded now
+    # as well as at compile(), so that a model compiled before install() is no exception.
+    _records.record_owned_parts(layer)
+    return reduced
 
 
 class LossPickleMixin:
@@ -126,7 +131,10 @@ def _refusal(why: str, instead: str, kind: str) -> tuple[Callable, Callable]:
             opt_in = "" if getattr(obj, "built", False) else opt_in.replace(" with", " that are not built yet, with")
         name = _opt_in.public_name(cls)
         owned = _records.owner(obj)
-        what_to_do = instead
+        what_to_do = (
+            f"{instead} If a model holds it, pickle that model before it in the same pickle "
+            f"(pickle.dumps((model, {kind[:-1]}))), and it comes back as that model's, with the model's state."
+        )
         if owned is not None:
             what_to_do = (
                 f"It belongs to {type(owned[0]).__name__} '{owned[0].name}' (its {owned[1]}): pickle that model "
@@ -146,6 +154,8 @@ def _refusal(why: str, instead: str, kind: str) -> tuple[Callable, Callable]:
             return part_of, owned
         if allowed:
             return _opt_in.allowed_reduce(obj, kind, protocol)
+        if _opt_in_covers(kind, obj) and _opt_in.holds_no_state(kind, obj):
+            return _opt_in.stateless_reduce(obj, kind, protocol)  # nothing to lose: its config, faithfully
         raise refuse(obj)
 
     @_ours
@@ -174,7 +184,8 @@ class OptimizerPickleMixin:
         "the variables of the model it trains and would not survive pickling on its own.",
         instead="Pickle the compiled model instead (it carries its optimizer with the full "
         "optimizer state), or pass the class and its config: "
-        "(type(optimizer), optimizer.get_config()).",
+        "(type(optimizer), optimizer.get_config()); scikeras: optimizer='adam', optimizer__learning_rate=0.01. "
+        "An optimizer that was never built pickles by its config.",
         kind="optimizers",
     )
 

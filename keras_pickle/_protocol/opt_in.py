@@ -80,6 +80,31 @@ def allowed_reduce(obj: Any, kind: str, protocol: int) -> tuple:
     return restore_with_state, (header, body, encoded)
 
 
+def holds_no_state(kind: str, obj: Any) -> bool:
+    """Whether pickling ``obj`` by its config loses nothing: an optimizer never built (no iterations, no
+    slots), a metric whose every variable still holds the value a fresh instance from its config has."""
+    if kind == "optimizers":
+        return not getattr(obj, "built", False)
+    if kind != "metrics":
+        return False
+    try:
+        twin = _copy._rebuild_twin(obj)
+    except Exception:
+        return False  # its config cannot rebuild it: not "nothing to lose"
+    mine, fresh = list(obj.variables), list(twin.variables)
+    return len(mine) == len(fresh) and all(
+        np.array_equal(_backend.to_numpy(a), _backend.to_numpy(b)) for a, b in zip(mine, fresh)
+    )
+
+
+def stateless_reduce(obj: Any, kind: str, protocol: int) -> tuple:
+    """What an optimizer or metric that holds no state (:func:`holds_no_state`) pickles as: its config
+    and plain attributes, as under ``allow=``, marked so that loading it opts the loading process in to
+    nothing."""
+    function, (header, body, state) = allowed_reduce(obj, kind, protocol)
+    return function, (header, body, dict(state, stateless=True))
+
+
 def _callback_bases() -> tuple[type, ...]:
     """Keras's callback base class, and tf-keras's where tf-keras is imported."""
     if not _tfkeras_classes.is_imported():
@@ -167,7 +192,8 @@ def restore_with_state(header, body, state):
             f"Could not restore the state of {header.get('class', 'the object')}: {type(e).__name__}: {e}",
             original_error=e,
         ) from e
-    _allow_on_load(state["kind"])
+    if not state.get("stateless"):
+        _allow_on_load(state["kind"])
     return obj
 
 

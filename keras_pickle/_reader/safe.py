@@ -60,9 +60,9 @@ def looks_like_keras_native(head: bytes) -> bool:
 
 
 KERAS_NATIVE_HINT = (
-    " This looks like Keras's own pickle format (or scikeras's), not keras_pickle's. Load it with "
-    "keras_pickle.loads(data, safe_mode=False) only if you trust its source, then "
-    "re-pickle it with keras_pickle."
+    " This looks like Keras's own pickle format (or scikeras's), not keras_pickle's. If you trust its source, "
+    "convert it once: keras_pickle.convert(data, custom_objects={...}) (the classes and functions it needs, as "
+    "keras.saving.load_model takes them) returns a keras_pickle payload that keras_pickle.loads reads in safe mode."
 )
 
 

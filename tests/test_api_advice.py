@@ -1,0 +1,148 @@
+"""The public API's errors name a fix that works, and nothing is refused that would lose nothing
+(issue: "every error names a fix that works"). Each test follows the advice it checks.
+
+Keras's own pickles are converted once (``keras_pickle.convert``); ``load`` takes a path and says what
+it takes; an optimizer pickled after its model comes back as the model's whatever the order of
+``compile()`` and ``install()``; an optimizer never built and a metric that accumulated nothing travel
+by their config.
+"""
+
+from __future__ import annotations
+
+import io
+import pickle
+
+import keras
+import numpy as np
+import pytest
+import zoo
+from helpers import assert_same_predictions, assert_same_state, constructed_before_install
+
+import keras_pickle
+
+pytestmark = pytest.mark.backends  # tests/run_all.py runs this file on every backend
+
+
+def keras_native(model) -> bytes:
+    """What ``pickle.dumps(model)`` writes without keras_pickle: Keras's own ``__reduce__``."""
+    keras_pickle.uninstall()
+    try:
+        return pickle.dumps(model)
+    finally:
+        keras_pickle.install()
+
+
+def compiled_subclassed():
+    model = zoo.subclassed()
+    model.compile(optimizer=keras.optimizers.Adam(0.01), loss="mse")
+    x, y = zoo.data()
+    model.fit(x, y, epochs=1, batch_size=8, verbose=0)
+    return model
+
+
+@pytest.mark.parametrize(
+    "build, custom_objects",
+    [
+        (zoo.sequential, {"Scale": zoo.Scale}),
+        (zoo.functional, {"Block": zoo.Block}),
+        (compiled_subclassed, {"Tower": zoo.Tower, "Block": zoo.Block}),
+    ],
+    ids=["sequential", "functional with a custom layer", "compiled subclassed"],
+)
+def test_a_keras_pickle_is_converted_as_the_error_says(build, custom_objects):
+    model = build()
+    data = keras_native(model)
+    for attempt in (lambda: keras_pickle.loads(data), lambda: keras_pickle.loads(data, safe_mode=False)):
+        with pytest.raises(keras_pickle.KerasUnpicklingError) as info:
+            attempt()
+        assert "keras_pickle.convert(data, custom_objects=" in str(info.value)
+        assert len(str(info.value)) < 1500, "the advice is buried"
+    converted = keras_pickle.convert(data, custom_objects=custom_objects)
+    loaded = keras_pickle.loads(converted)  # safe mode, the caller's usual path from now on
+    assert type(loaded) is type(model)
+    # Everything Keras's pickle held, kept (Keras's own format does not hold seed-generator states).
+    with keras.saving.custom_object_scope(custom_objects):
+        held = pickle.loads(data)
+    assert_same_state(held, loaded)
+    assert_same_predictions(model, loaded, zoo.data()[0])
+
+
+def test_convert_names_custom_objects_when_they_are_missing_and_refuses_what_is_not_a_keras_pickle():
+    data = keras_native(zoo.functional())
+    with pytest.raises(keras_pickle.KerasUnpicklingError, match=r"custom_objects=\{'Name': Name\}"):
+        keras_pickle.convert(data)
+    with pytest.raises(keras_pickle.NotAPayloadError, match="keras_pickle.loads"):
+        keras_pickle.convert(keras_pickle.dumps(zoo.sequential()))
+
+
+def test_load_takes_a_path_and_loads_says_what_it_takes(tmp_path):
+    model = zoo.sequential()
+    path = tmp_path / "model.pkl"
+    path.write_bytes(keras_pickle.dumps(model))
+    for where in (path, str(path)):
+        assert_same_state(model, keras_pickle.load(where))
+    with open(path, "rb") as file, pytest.raises(TypeError, match=r"a BufferedReader.*keras_pickle.load\("):
+        keras_pickle.loads(file)
+    with pytest.raises(TypeError, match=r"a str\..*keras_pickle.load\(file_or_path\)"):
+        keras_pickle.loads(str(path))
+    with pytest.raises(TypeError, match=r"Received: a bytes\. For bytes, use keras_pickle.loads"):
+        keras_pickle.load(path.read_bytes())
+    assert_same_state(model, keras_pickle.load(io.BytesIO(path.read_bytes())))
+
+
+def test_an_optimizer_pickled_after_its_model_is_the_models_whether_compiled_before_or_after_install():
+    x, y = zoo.data()
+
+    def compiled():
+        model = zoo.sequential()
+        model.compile(optimizer=keras.optimizers.Adam(0.01), loss="mse")
+        model.fit(x, y, epochs=1, batch_size=8, verbose=0)
+        return model
+
+    for model in (constructed_before_install(compiled), compiled()):
+        restored, optimizer = pickle.loads(pickle.dumps((model, model.optimizer)))
+        assert optimizer is restored.optimizer
+        assert int(optimizer.iterations) == int(model.optimizer.iterations) == 2
+    with pytest.raises(keras_pickle.PickleRefusedError, match=r"pickle.dumps\(\(model, optimizer\)\)"):
+        pickle.dumps(model.optimizer)  # alone, a built optimizer loses its slots: the order that works is named
+
+
+def test_an_optimizer_never_built_travels_by_its_config_with_its_schedule():
+    schedule = keras.optimizers.schedules.ExponentialDecay(0.1, decay_steps=10, decay_rate=0.9)
+    for optimizer in (keras.optimizers.Adam(0.01), keras.optimizers.SGD(schedule, momentum=0.5)):
+        for restored in (pickle.loads(pickle.dumps(optimizer)), keras_pickle.loads(keras_pickle.dumps(optimizer))):
+            assert type(restored) is type(optimizer) and not restored.built
+            assert restored.get_config() == optimizer.get_config()
+    restored = pickle.loads(pickle.dumps(keras.optimizers.SGD(schedule)))
+    assert isinstance(restored._learning_rate, keras.optimizers.schedules.ExponentialDecay)
+    assert restored._learning_rate.get_config() == schedule.get_config()
+
+
+def test_a_metric_travels_until_it_accumulates_state():
+    metric = keras.metrics.Mean(name="m")
+    restored = pickle.loads(pickle.dumps(metric))
+    assert type(restored) is keras.metrics.Mean and restored.name == "m"
+    restored.update_state([1.0, 3.0])
+    assert float(restored.result()) == 2.0
+    with pytest.raises(keras_pickle.PickleRefusedError, match="accumulated state"):
+        pickle.dumps(restored)
+    # Loading a stateless one opts the loading process in to nothing: accumulated state stays refused.
+    keras_pickle.loads(keras_pickle.dumps(keras.metrics.AUC(num_thresholds=5)))
+    with pytest.raises(keras_pickle.PickleRefusedError):
+        pickle.dumps(restored)
+
+
+def test_scikeras_documented_optimizer_instance_crosses_a_process_pool():
+    """scikeras's documented style: an optimizer instance as the estimator's argument, GridSearchCV(n_jobs=2)."""
+    scikeras = pytest.importorskip("scikeras.wrappers")
+    from sklearn.model_selection import GridSearchCV
+
+    def build(units=4):
+        return keras.Sequential([keras.Input((zoo.FEATURES,)), keras.layers.Dense(units), keras.layers.Dense(1)])
+
+    x, y = zoo.data(32)
+    estimator = scikeras.KerasRegressor(model=build, optimizer=keras.optimizers.Adam(0.01), loss="mse",
+                                        epochs=1, verbose=0, random_state=0)  # fmt: skip
+    search = GridSearchCV(estimator, {"model__units": [2, 4]}, cv=2, n_jobs=2).fit(x, y.ravel())
+    assert set(search.cv_results_["params"][0]) == {"model__units"}
+    assert np.all(np.isfinite(search.cv_results_["mean_test_score"]))
