@@ -26,6 +26,10 @@ LAYERS_MODULE = """
 import keras
 
 
+def half_relu(x):
+    return keras.ops.relu(x) * 0.5
+
+
 class MlflowGate(keras.layers.Layer):
     def build(self, input_shape):
         self.w = self.add_weight(shape=(input_shape[-1],), initializer="random_normal", name="w")
@@ -77,6 +81,7 @@ def trained(gate_class) -> tuple[keras.Model, np.ndarray]:
 def test_a_logged_model_serves_bit_identically_in_a_fresh_process_through_safe_mode(
     tmp_path, layers_module, monkeypatch
 ):
+    monkeypatch.chdir(tmp_path)  # MLflow writes artifacts under ./mlruns: never into the tree
     source, layers = layers_module
     model, x = trained(layers.MlflowGate)
     # A class of the main script (here made one), carried by value: refused unless the loader opts in.
@@ -96,7 +101,10 @@ def test_a_logged_model_serves_bit_identically_in_a_fresh_process_through_safe_m
 
     assert not served["gate_importable"]  # the layer's module reached the fresh process through code_paths only
     assert served["by_reference"] == model.predict(x, verbose=0).tobytes().hex()
-    assert served["by_value"].startswith("UnsafePayloadError") and "allow_by_value=True" in served["by_value"]
+    assert served["by_value"].startswith("UnsafePayloadError")
+    # The refusal names MLflow's own switch (followed just above: by_value_allowed), not keras_pickle.loads's.
+    assert 'model_config={"allow_by_value": True}' in served["by_value"], served["by_value"]
+    assert "keras_pickle.loads(data, allow_by_value=True)" not in served["by_value"]
     assert served["by_value_allowed"] == by_value_model.predict(x, verbose=0).tobytes().hex()
 
 
@@ -120,3 +128,25 @@ def test_the_logged_model_declares_keras_pickle_and_holds_no_pickled_code(tmp_pa
     ):
         assert np.array_equal(keras.ops.convert_to_numpy(original), keras.ops.convert_to_numpy(loaded)), original.path
     assert np.array_equal(restored.predict(x, verbose=0), model.predict(x, verbose=0))
+
+
+def test_functions_of_the_shipped_code_load_and_others_are_named_in_mlflow_terms(tmp_path, layers_module):
+    """Safe mode loads a plain function only if Keras vouches for it or the caller names it: the flavor names
+    the functions of the code it ships (importing that code already trusts it); any other function is refused
+    with the flavor's own switch."""
+    source, layers = layers_module
+    keras.utils.set_random_seed(0)
+    model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(2, activation=layers.half_relu)])
+    x = np.ones((3, 4), "float32")
+    shipped, unshipped = tmp_path / "shipped", tmp_path / "unshipped"
+    keras_pickle_mlflow.save_model(model, str(shipped), code_paths=[str(source)])
+    restored = keras_pickle_mlflow.load_model(str(shipped))
+    assert restored.layers[0].activation is layers.half_relu
+    assert np.array_equal(restored.predict(x, verbose=0), model.predict(x, verbose=0))
+    keras_pickle_mlflow.save_model(model, str(unshipped))
+    with pytest.raises(keras_pickle.UnsafePayloadError) as info:
+        keras_pickle_mlflow.load_model(str(unshipped))
+    assert 'model_config={"custom_objects"' in str(info.value)
+    assert "keras_pickle.integrations.mlflow.load_model(model_uri, custom_objects={'half_relu'" in str(info.value)
+    named = keras_pickle_mlflow.load_model(str(unshipped), custom_objects={"half_relu": layers.half_relu})
+    assert np.array_equal(named.predict(x, verbose=0), model.predict(x, verbose=0))

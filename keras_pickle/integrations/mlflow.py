@@ -56,6 +56,7 @@ from mlflow.utils.model_utils import (
 
 from .._api import dumps, load
 from .._version import __version__
+from ..errors import UnsafePayloadError
 
 FLAVOR_NAME = "keras_pickle"
 PAYLOAD_FILE = "model.keras_pickle"
@@ -200,8 +201,35 @@ def _read(payload_path: str, allow_by_value: bool, custom_objects: dict[str, Any
                 for key, value in vars(module).items()
                 if isinstance(value, types.FunctionType) and value.__module__ == module.__name__
             )
-    with open(payload_path, "rb") as file:
-        return load(file, allow_by_value=allow_by_value, custom_objects={**shipped_functions, **(custom_objects or {})})
+    try:
+        with open(payload_path, "rb") as file:
+            return load(
+                file, allow_by_value=allow_by_value, custom_objects={**shipped_functions, **(custom_objects or {})}
+            )
+    except UnsafePayloadError as e:
+        raise type(e)(in_mlflow_terms(str(e)), what=e.what) from e
+
+
+MLFLOW_SWITCHES = (
+    (
+        "keras_pickle.loads(data, allow_by_value=True)",
+        'mlflow.pyfunc.load_model(model_uri, model_config={"allow_by_value": True}) (or '
+        "keras_pickle.integrations.mlflow.load_model(model_uri, allow_by_value=True))",
+    ),
+    (
+        "keras_pickle.loads(data, custom_objects=",
+        'mlflow.pyfunc.load_model(model_uri, model_config={"custom_objects": {...}}) with the same mapping, or '
+        "keras_pickle.integrations.mlflow.load_model(model_uri, custom_objects=",
+    ),
+)
+"""How a safe-mode refusal's advice is spelt through MLflow: the flavor's switches, not ``keras_pickle.loads``'s."""
+
+
+def in_mlflow_terms(message: str) -> str:
+    """``message`` (a safe-mode refusal) with each ``keras_pickle.loads`` switch it names spelt as MLflow takes it."""
+    for direct, through_mlflow in MLFLOW_SWITCHES:
+        message = message.replace(direct, through_mlflow)
+    return message
 
 
 class _PyFuncModel:
