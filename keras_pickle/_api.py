@@ -17,9 +17,17 @@ from ._protocol import load_failure as _load_failure
 from ._reader import safe
 from ._reader.prescan import check_lengths, describe_bytes, foreign_format, peek
 from ._rebuild.safe_policy import globals_policy
+from ._wire import damage as _damage
 from ._wire.reprs import shorten
 from ._wire.stream import JoinedStream
-from .errors import KerasPickleError, KerasPicklingError, KerasUnpicklingError, NotAPayloadError, UnsafePayloadError
+from .errors import (
+    CustomObjectLoadError,
+    KerasPickleError,
+    KerasPicklingError,
+    KerasUnpicklingError,
+    NotAPayloadError,
+    UnsafePayloadError,
+)
 
 # _allow and _format publish the reconstructors payloads name; safe mode resolves those from
 # sys.modules only (it never imports), so loading needs them imported first.
@@ -182,12 +190,15 @@ def _load_options(
 
 def _load_one(file: IO[bytes], options: _options.LoadOptions, *, buffers, describe: Callable[[], str]) -> Any:
     safe_mode = options.safe_mode
-    head = peek(file)
+    head = peek(file, _damage.HEAD_BYTES)  # enough to tell a damaged payload from data that is none
     foreign = foreign_format(head)
     if foreign is not None:
         found = describe() if describe() == foreign else f"{describe()}, {foreign}"
         raise NotAPayloadError(f"Not a keras_pickle payload: {found}.", found=found)
-    check_lengths(file, describe)
+    try:
+        check_lengths(file, describe)
+    except NotAPayloadError as e:
+        raise _damaged_or(e, head, describe) from e
     unpickler = None
     with _options.loading(options):
         try:
@@ -199,12 +210,17 @@ def _load_one(file: IO[bytes], options: _options.LoadOptions, *, buffers, descri
         except UnsafePayloadError as e:
             if safe.looks_like_keras_native(head):
                 raise UnsafePayloadError(str(e) + safe.KERAS_NATIVE_HINT, what=e.what) from e
-            raise
+            raise _damaged_or(e, head, describe) from e
         except KerasPickleError:
             raise
         except Exception as e:
             # Inside a payload (its header already read), the error is that payload's, not "not a payload".
             failure = _load_failure.payload_error(unpickler, options.restored, e)
+            if isinstance(failure, CustomObjectLoadError):
+                raise failure from e  # code carried by value that fails to load here: not damage
+            damaged = _damage.stream_damage(head, describe(), e)
+            if damaged is not None:
+                raise damaged from e
             if failure is not None:
                 raise failure from e
             if safe.looks_like_keras_native(head):  # Keras failed to rebuild its own pickle: say how to convert
@@ -222,12 +238,19 @@ def _load_one(file: IO[bytes], options: _options.LoadOptions, *, buffers, descri
     if options.restored == 0:
         found = f"a pickled {type(obj).__module__}.{type(obj).__qualname__}"
         hint = safe.KERAS_NATIVE_HINT if safe.looks_like_keras_native(head) else ""
-        raise NotAPayloadError(
+        error = NotAPayloadError(
             f"Not a keras_pickle payload: the data is {found}, which holds no Keras object pickled by "
             f"keras_pickle.{hint}",
             found=found,
         )
+        raise _damaged_or(error, head, describe)
     return obj
+
+
+def _damaged_or(error: KerasPickleError, head: bytes, describe: Callable[[], str]) -> KerasPickleError:
+    """The damage error for ``error`` when the stream's start shows a keras_pickle payload and ``error`` is
+    one damage causes (:func:`keras_pickle._wire.damage.stream_damage`); else ``error`` itself."""
+    return _damage.stream_damage(head, describe(), error) or error
 
 
 def convert(

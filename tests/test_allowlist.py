@@ -293,3 +293,20 @@ def test_pickle_of_a_loaded_model_round_trips():
     loaded = keras_pickle.loads(data, custom_objects={"halve": allowlist_objects.halve})
     again = pickle.loads(pickle.dumps(loaded))
     assert again.layers[0].activation is allowlist_objects.halve
+
+
+def test_inspect_and_loads_agree_on_a_class_carried_by_value(marker):
+    """A class of the writer's main script carried by value: safe mode refuses it without allow_by_value, and
+    inspect's verdict says so with a warning (it once said "no refusal found" and warned anyway)."""
+    header, body = sequential_parts()
+    carried = redteam.Call(GlobalRef("keras_pickle._format", "by_value"), "__main__", "NoSuchGate", b"not read")
+    layer = {"module": "__main__", "class_name": "NoSuchGate", "config": {"name": "g"}}
+
+    def edit(config):
+        redteam.layer_configs(config)[-1] = layer
+
+    data = redteam.craft(header, {**redteam.edit_config(body, edit), "custom_objects": {"NoSuchGate": carried}})
+    error = assert_refused(data, marker)
+    assert "allow_by_value=True" in str(error)
+    report = keras_pickle.inspect(data)
+    assert any("carried by value" in w and "allow_by_value=True" in w for w in report.warnings), report.warnings

@@ -171,11 +171,6 @@ def test_loads_reports_what_the_reconstructor_reads_as_damage(model, payloads, p
     assert reported > len(data) // 2
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 34 item 6: keras_pickle/_api.py's _load_one must call keras_pickle._wire.damage.stream_damage "
-    "for the failures raised before the reconstructor runs (prescan, unpickler, safe mode's refusals)",
-)
 def test_loads_reports_every_changed_byte_as_damage(model, payloads):
     data = payloads[5]
     for position, mask, damaged in flips(data):
