@@ -12,6 +12,7 @@ from keras.src.saving import serialization_lib
 from .. import _dialect
 from .._keras3 import graph as _graph
 from .._keras3 import names as _names
+from .._keras3 import weight_decay as _weight_decay
 from .._tfkeras import build as _tfkeras_build
 from ..errors import KerasPicklingError
 
@@ -21,12 +22,16 @@ def config_of(obj: Any) -> dict:
 
     Object-sharing ids are canonical (:func:`_names.canonical_config`): the
     config of equal objects is equal in any process. A Functional or
-    Sequential config records its nodes' output specs (:func:`_graph.annotate`). A tf-keras
+    Sequential config records its nodes' output specs (:func:`_graph.annotate`), a compiled model's what
+    ``exclude_from_weight_decay()`` set on its optimizer (:mod:`keras_pickle._keras3.weight_decay`). A tf-keras
     object's config is tf-keras's own (:func:`keras_pickle._tfkeras.build.config_of`).
     """
     if _dialect.of(obj) == _dialect.TF_KERAS:
         return _tfkeras_build.config_of(obj)
-    return _graph.annotate(_serialize_with_sharing(obj), obj)
+    config = _graph.annotate(_serialize_with_sharing(obj), obj)
+    if isinstance(obj, keras.Model):
+        _weight_decay.annotate_compile_config(config, obj)
+    return config
 
 
 def _serialize_with_sharing(obj: Any) -> dict:

@@ -11,12 +11,13 @@ from .._keras3 import backend as _backend
 from .._keras3 import compile as _compile
 from .._keras3 import construct as _construct
 from .._keras3 import records as _records
+from .._keras3 import weight_decay as _weight_decay
 from .._keras3.census import Census
 from .._keras3.state import Blueprint
 from .._options import dump_options
 from .._tfkeras import state as _tfkeras_state
 from .._wire import arrays, schema
-from ..errors import KerasPickleError, KerasPicklingError, UnrecoverableConfigError
+from ..errors import KerasPickleError, KerasPicklingError, PickleRefusedError, UnrecoverableConfigError
 from . import checks as _dump_checks
 from . import config as _config
 from . import custom_objects as _custom_objects
@@ -51,7 +52,7 @@ def snapshot(layer: Any, *, copied_now: bool = False, on_device: bool = False) -
         return _tf_keras_snapshot(layer)
     _backend.sync_training_state(layer)
     census = Census(layer)
-    checked = checked_config(layer, census)
+    checked = checked_config(layer, census, in_process=on_device)
     compiled = checked.compiled
     return Blueprint(
         config_json=checked.config_json,
@@ -82,12 +83,13 @@ def _tf_keras_snapshot(layer: Any) -> Blueprint:
     )
 
 
-def checked_config(layer: Any, census: Census | None = None) -> CheckedConfig:
+def checked_config(layer: Any, census: Census | None = None, *, in_process: bool = False) -> CheckedConfig:
     """The layer's config as JSON, the custom objects it names and the recorded constructor calls it
     stands for, after every dump-time check.
 
     Everything :func:`snapshot` does but reading the variables: ``check()`` runs exactly this.
-    ``census``: the layer's, if the caller took one.
+    ``census``: the layer's, if the caller took one. ``in_process``: for an in-process copy, which
+    copies what an optimizer's config omits from the original (:func:`_optimizer_config_json`).
     """
     census = census or Census(layer)
     _dump_checks.check_constructor_recoverable(census)
@@ -95,7 +97,8 @@ def checked_config(layer: Any, census: Census | None = None) -> CheckedConfig:
     with _records.collecting_constructed() as collected:
         config = _serialize(layer)
     constructed = _construct.of(collected.objects)
-    compiled = _compile.capture(layer, _optimizer_config_json)  # refuses a compile() it could not replay
+    serialize = _plain_optimizer_config_json if in_process else _optimizer_config_json
+    compiled = _compile.capture(layer, serialize)  # refuses a compile() it could not replay
     custom_objects = _custom_objects.collect(config, census)
     for object_json in [*(held[2] for held in compiled.held), *compiled.marked.values()]:
         custom_objects.update(_custom_objects.collect(json.loads(object_json), census))
@@ -103,6 +106,19 @@ def checked_config(layer: Any, census: Census | None = None) -> CheckedConfig:
 
 
 def _optimizer_config_json(optimizer: Any) -> str:
+    """The config of an optimizer a model holds besides ``model.optimizer``, or passes to its own ``compile()``:
+    refused where it has settings its config omits (:func:`keras_pickle._keras3.weight_decay.refusal`)."""
+    why = _weight_decay.refusal(optimizer)
+    if why is not None:
+        raise KerasPicklingError(
+            f"Cannot pickle the {type(optimizer).__name__} '{optimizer.name}' a model holds besides model.optimizer "
+            f"(or passes to its own compile()): {why} keras_pickle carries these settings for model.optimizer only. "
+            "copy.deepcopy of the model keeps them."
+        )
+    return _plain_optimizer_config_json(optimizer)
+
+
+def _plain_optimizer_config_json(optimizer: Any) -> str:
     return _config.config_to_json(_serialize(optimizer), optimizer)
 
 
@@ -140,7 +156,18 @@ def layer_payload(layer: Any, protocol: int) -> tuple[dict, dict]:
 
 
 def config_payload(obj: Any, kind: str) -> tuple[dict, dict]:
-    """The config-only payload of ``obj`` (a Loss, or an allowed metric or optimizer): config, custom objects."""
+    """The config-only payload of ``obj`` (a Loss, or an allowed metric or optimizer): config, custom objects.
+
+    Refuses an optimizer with settings its config omits (:func:`keras_pickle._keras3.weight_decay.refusal`).
+    """
+    if kind == KIND_OPTIMIZER:
+        why = _weight_decay.refusal(obj)
+        if why is not None:
+            raise PickleRefusedError(
+                f"Refusing to pickle {type(obj).__name__} '{obj.name}': {why} Pickle the compiled model instead "
+                "(it carries them for model.optimizer), or call exclude_from_weight_decay() where it is loaded.",
+                obj_type=type(obj),
+            )
     config = _serialize(obj)
     body = {
         "config": _config.config_to_json(config, obj),

@@ -15,6 +15,8 @@ from collections.abc import Callable
 from copy import deepcopy
 from typing import Any
 
+import keras
+
 from .. import _dialect
 from .._blueprint import describe
 from .._capture import config as _config
@@ -22,6 +24,7 @@ from .._capture import custom_objects as _custom_objects
 from .._capture import payload as _capture_payload
 from .._keras3 import construct as _construct
 from .._keras3 import records as _records
+from .._keras3 import weight_decay as _weight_decay
 from .._rebuild import build as _build
 from .._rebuild import state as _rebuild_state
 from .._tfkeras import build as _tfkeras_build
@@ -110,6 +113,8 @@ def _record_parts(original: Any, twin: Any, memo: dict) -> None:
             memo.setdefault(id(part), twin_part)
             for a, b in zip(part.variables, twin_part.variables):
                 memo.setdefault(id(a), b)
+            if isinstance(part, keras.optimizers.Optimizer):  # what its config omits (the model's is carried too)
+                _weight_decay.copy_settings(part, twin_part, memo, original.variables)
 
 
 def copy_metric(metric: Any, memo: dict) -> Any:
@@ -141,7 +146,8 @@ def _reduced_copy(obj: Any, memo: dict) -> Any:
 
 
 def copy_optimizer(optimizer: Any, memo: dict) -> Any:
-    """An optimizer with the same config; if built, the same iterations and slots.
+    """An optimizer with the same config; if built, the same iterations and slots; the same settings of
+    ``exclude_from_weight_decay()`` (:func:`keras_pickle._keras3.weight_decay.copy_settings`).
 
     The copy is built for the same variables, or for their copies when they
     were copied earlier in the same ``deepcopy`` call.
@@ -152,6 +158,12 @@ def copy_optimizer(optimizer: Any, memo: dict) -> Any:
         targets = getattr(optimizer, "_trainable_variables", None) or []
         twin.build([memo.get(id(v), v) for v in targets])
     _assign_all(optimizer, twin)
+    for original, copied in (
+        (optimizer, twin),
+        (getattr(optimizer, "inner_optimizer", None), getattr(twin, "inner_optimizer", None)),
+    ):
+        if original is not None and copied is not None:
+            _weight_decay.copy_settings(original, copied, memo)
     return twin
 
 

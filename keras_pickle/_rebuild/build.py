@@ -16,6 +16,7 @@ from .._keras3 import convert as _convert
 from .._keras3 import deferred as _deferred
 from .._keras3 import graph as _graph
 from .._keras3 import records as _records
+from .._keras3 import weight_decay as _weight_decay
 from .._keras3.census import Census
 from .._keras3.state import Blueprint
 from .._wire import configs
@@ -118,6 +119,7 @@ def _rebuild_with_state(blueprint: Blueprint, *, safe_mode: bool) -> Any:
     _rebuild_state.apply_to_layers(census, state, skip=skip)
     _deferred.initialize_leftovers(deferred)
     if compile_config or blueprint.compile_call is not None:
+        weight_decay = _weight_decay.take_from_compile_config(compile_config)
         with _optimizer_left_unbuilt(obj):
             _compile.compile_rebuilt(
                 obj,
@@ -127,6 +129,7 @@ def _rebuild_with_state(blueprint: Blueprint, *, safe_mode: bool) -> Any:
                 blueprint.custom_objects,
                 state.backend,
             )
+        _weight_decay.apply(obj, weight_decay)
     # Compiling adds no layer nor model variable: the census still describes the model.
     _rebuild_state.apply_to_optimizer(census, state)
     _rebuild_state.apply_to_held_optimizers(census, state, _records.resolve_part)
