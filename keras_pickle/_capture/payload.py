@@ -15,6 +15,7 @@ from .._keras3 import weight_decay as _weight_decay
 from .._keras3.census import Census
 from .._keras3.state import Blueprint
 from .._options import dump_options
+from .._pickling_context import array_store
 from .._tfkeras import state as _tfkeras_state
 from .._wire import arrays, schema
 from ..errors import KerasPickleError, KerasPicklingError, PickleRefusedError, UnrecoverableConfigError
@@ -22,6 +23,7 @@ from . import checks as _dump_checks
 from . import config as _config
 from . import custom_objects as _custom_objects
 from . import state as _capture_state
+from .array_store import wire_data
 
 KIND_LAYER, KIND_LOSS, KIND_METRIC, KIND_OPTIMIZER = (
     schema.KIND_LAYER,
@@ -129,10 +131,13 @@ def layer_payload(layer: Any, protocol: int) -> tuple[dict, dict]:
     ``buffer_callback`` into the stream: values need not be snapshots then. Plain ``pickle.dumps``
     under protocol 5 may hand its buffers out of band, so they are.
     """
-    taken = snapshot(layer, copied_now=protocol < 5 or dump_options().in_band)
+    store = array_store()  # joblib: each weight as a numpy array it writes once and lets workers map
+    taken = snapshot(layer, copied_now=(protocol < 5 or dump_options().in_band) and store is None)
     state = taken.state
 
     def encoded(values: list[tuple[str, Any]]) -> list:
+        if store is not None:
+            return [arrays.encode_array(path, a, protocol, data=wire_data(store, layer, path, a)) for path, a in values]
         return [arrays.encode_array(path, a, protocol) for path, a in values]
 
     body = {

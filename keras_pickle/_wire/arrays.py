@@ -3,7 +3,8 @@
 ``dtype`` is numpy's type string (``"<f4"``), or the name of an extension
 float type (``"bfloat16"``), which has none; ``data`` is the raw bytes of a
 C-contiguous array, a ``PickleBuffer`` under protocol 5 (handed out of band)
-and ``bytes`` under protocols 0-4.
+and ``bytes`` under protocols 0-4, or a uint8 numpy array for a pickler that
+stores numpy arrays its own way (joblib memory-maps them).
 """
 
 from __future__ import annotations
@@ -76,11 +77,13 @@ def dtype_from_wire(name: object) -> np.dtype:
     return dtype
 
 
-def encode_array(key: str, array: np.ndarray, protocol: int) -> WireArray:
-    """One array on the wire: out of band under protocol 5, bytes otherwise."""
+def encode_array(key: str, array: np.ndarray, protocol: int, *, data: np.ndarray | None = None) -> WireArray:
+    """One array on the wire: out of band under protocol 5, bytes otherwise; ``data`` (the array's bytes as
+    a uint8 numpy array) for a pickler that stores numpy arrays its own way (joblib)."""
     array = np.asarray(array, order="C")
-    raw = array.reshape(-1).view(np.uint8)
-    data = pickle.PickleBuffer(raw) if protocol >= 5 else raw.tobytes()
+    if data is None:
+        raw = array.reshape(-1).view(np.uint8)
+        data = pickle.PickleBuffer(raw) if protocol >= 5 else raw.tobytes()
     return (key, dtype_to_wire(array.dtype), tuple(int(d) for d in array.shape), data)
 
 

@@ -6,6 +6,7 @@ import pickle
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
 import xxhash
 
 from ..errors import KerasUnpicklingError
@@ -119,9 +120,13 @@ def checksummable(header: dict, body: dict) -> bool:
     return True
 
 
+BUFFERS = (bytes, bytearray, memoryview, pickle.PickleBuffer, np.ndarray)
+"""What a variable's data may be: a numpy array where a pickler stores arrays its own way (joblib)."""
+
+
 def _plain(value: Any, depth: int = 1) -> bool:
     """A scalar (an int of at most 64 bits), or a tuple or list of at most 64 of them: its repr is cheap."""
-    if value is None or isinstance(value, (bool, float, str, bytes, bytearray, memoryview, pickle.PickleBuffer)):
+    if value is None or isinstance(value, (bool, float, str) + BUFFERS):
         return True
     if isinstance(value, int):
         return value.bit_length() <= 64
@@ -135,7 +140,7 @@ def _feeder(digest: Any) -> Callable[..., None]:
 
     def feed(*parts: object) -> None:
         for part in parts:
-            if isinstance(part, (bytes, bytearray, memoryview, pickle.PickleBuffer)):
+            if isinstance(part, BUFFERS):
                 view = memoryview(part)
                 digest.update(len(view.cast("B")).to_bytes(8, "little"))
                 digest.update(view)

@@ -1,0 +1,17 @@
+"""Functions joblib's workers run for tests/test_joblib_weights.py (importable by name in a worker)."""
+
+from __future__ import annotations
+
+import keras
+import numpy as np
+
+
+def kernel_sum(model) -> float:
+    return float(np.asarray(keras.ops.convert_to_numpy(model.layers[0].kernel), dtype=np.float64).sum())
+
+
+def bump_then_sum(model) -> float:
+    """Changes the worker's model, then reads it: a later task must never see the change."""
+    kernel = model.layers[0].kernel
+    kernel.assign(kernel + 1.0)
+    return kernel_sum(model)

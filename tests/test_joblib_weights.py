@@ -1,0 +1,118 @@
+"""A model through joblib costs what its weights cost as numpy arrays: each weight reaches joblib as a numpy
+array (memory-mapped by its loky backend and by joblib.load(mmap_mode=...)), as a snapshot of the state at
+dispatch; a loaded model owns its memory; every other pickler sees the same payload as before."""
+
+from __future__ import annotations
+
+import copy
+import pickle
+
+import cloudpickle
+import joblib
+import joblib_tasks
+import keras
+import numpy as np
+import pytest
+import zoo
+from helpers import assert_same_predictions, assert_same_state
+
+import keras_pickle
+from keras_pickle import _pickling_context
+from keras_pickle._wire import arrays
+
+pytestmark = pytest.mark.backends  # tests/run_all.py runs this file on every backend
+
+
+class StoreProbe:
+    """Pickles as None, recording whether the pickler that met it stores numpy arrays its own way."""
+
+    seen: list = []
+
+    def __reduce__(self):
+        StoreProbe.seen.append(_pickling_context.array_store() is not None)
+        return (type(None), ())
+
+
+def test_only_joblib_picklers_store_arrays_their_own_way(tmp_path):
+    from joblib.externals.loky.backend.reduction import dumps as loky_dumps
+
+    StoreProbe.seen = []
+    pickle.dumps(StoreProbe(), protocol=5)
+    cloudpickle.dumps(StoreProbe())
+    loky_dumps(StoreProbe())  # loky without joblib's memory-mapping reducers: nothing special
+    assert StoreProbe.seen == [False, False, False]
+    for max_nbytes in (None, "1M"):  # joblib's pool reduces arrays its own way, memory-mapping them or not
+        with joblib.Parallel(n_jobs=2, max_nbytes=max_nbytes) as parallel:
+            parallel(joblib.delayed(type)(StoreProbe()) for _ in range(1))
+    joblib.dump(StoreProbe(), tmp_path / "probe.joblib")
+    assert StoreProbe.seen == [False, False, False, True, True, True]
+
+
+def big_model() -> keras.Model:
+    keras.utils.set_random_seed(0)
+    model = keras.Sequential([keras.Input((256,)), keras.layers.Dense(256), zoo.Scale(1.5), keras.layers.Dense(1)])
+    model.compile(optimizer="adam", loss="mse")
+    x = np.random.default_rng(0).normal(size=(16, 256)).astype("float32")
+    model.fit(x, x[:, :1], epochs=1, batch_size=8, verbose=0)
+    return model
+
+
+@pytest.mark.parametrize("compress", [0, 3])
+@pytest.mark.parametrize("mmap_mode", [None, "r"])
+def test_joblib_dump_and_load_keep_every_value_and_map_the_weights(tmp_path, monkeypatch, compress, mmap_mode):
+    model = big_model()
+    path = tmp_path / "model.joblib"
+    joblib.dump(model, path, compress=compress)
+    kinds = []
+    decode = arrays.decode_array
+    monkeypatch.setattr(arrays, "decode_array", lambda entry: (kinds.append(type(entry[3])), decode(entry))[1])
+    loaded = joblib.load(path, mmap_mode=mmap_mode)
+    assert_same_state(model, loaded)  # weights, optimizer slots and iterations, seeds; none shared
+    assert_same_predictions(model, loaded, np.ones((4, 256), "float32"))
+    expected = np.memmap if mmap_mode and not compress else np.ndarray  # joblib maps only uncompressed arrays
+    assert kinds and all(issubclass(kind, np.ndarray) for kind in kinds)
+    assert any(issubclass(kind, expected) for kind in kinds), kinds
+    # The loaded model owns its memory: writing to it works and leaves the file as it was.
+    loaded.layers[0].kernel.assign(np.zeros((256, 256), "float32"))
+    assert_same_state(model, joblib.load(path, mmap_mode=mmap_mode))
+
+
+def test_a_parallel_task_sees_the_state_at_dispatch_and_never_another_tasks_change():
+    model = big_model()
+    before = joblib_tasks.kernel_sum(model)
+    bumped_once = joblib_tasks.bump_then_sum(copy.deepcopy(model))  # what one task's change gives
+    with joblib.Parallel(n_jobs=2, max_nbytes="64K") as parallel:
+        first = parallel(joblib.delayed(joblib_tasks.kernel_sum)(model) for _ in range(4))
+        bumped = parallel(joblib.delayed(joblib_tasks.bump_then_sum)(model) for _ in range(6))
+        kernel = model.layers[0].kernel
+        kernel.assign(kernel * 2.0)  # the parent trains on between two calls to the same pool
+        second = parallel(joblib.delayed(joblib_tasks.kernel_sum)(model) for _ in range(4))
+    assert first == [before] * 4
+    assert bumped == [bumped_once] * 6  # each from the dispatched state, none from another task's change
+    assert second == [joblib_tasks.kernel_sum(model)] * 4 and second[0] != before
+
+
+def test_every_other_pickler_writes_the_payload_it_wrote_before():
+    model = big_model()
+    with keras_pickle.checksums(False):
+        plain = pickle.dumps(model, protocol=4)
+    assert b"_reconstruct" not in plain and b"numpy" not in plain.split(b"keras_pickle")[0]
+    buffers = []
+    pickle.dumps(model, protocol=5, buffer_callback=buffers.append)
+    assert buffers and all(isinstance(b, pickle.PickleBuffer) for b in buffers)
+
+
+def test_gridsearch_over_a_prebuilt_model_scores_the_same_with_two_workers():
+    scikeras = pytest.importorskip("scikeras.wrappers")
+    from sklearn.model_selection import GridSearchCV
+
+    keras.utils.set_random_seed(0)
+    prebuilt = keras.Sequential([keras.Input((zoo.FEATURES,)), keras.layers.Dense(64), keras.layers.Dense(1)])
+    x, y = zoo.data(48)
+    scores = []
+    for n_jobs in (1, 2):
+        estimator = scikeras.KerasRegressor(model=prebuilt, loss="mse", optimizer="sgd", epochs=2, batch_size=8,
+                                            shuffle=False, verbose=0, random_state=0)  # fmt: skip
+        search = GridSearchCV(estimator, {"optimizer__learning_rate": [0.01, 0.05]}, cv=2, n_jobs=n_jobs)
+        scores.append(search.fit(x, y.ravel()).cv_results_["mean_test_score"].tolist())
+    assert scores[0] == scores[1], scores
