@@ -14,8 +14,9 @@ payload imports what it needs.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+import importlib as _importlib
+from typing import TYPE_CHECKING as _TYPE_CHECKING
+from typing import Any as _Any
 
 from . import limits as limits
 from ._inspect import PayloadInfo as PayloadInfo
@@ -40,7 +41,7 @@ from .errors import UnrecoverableConfigError as UnrecoverableConfigError
 from .errors import UnsafePayloadError as UnsafePayloadError
 from .errors import VersionSkewError as VersionSkewError
 
-if TYPE_CHECKING:
+if _TYPE_CHECKING:
     from ._api import checksums as checksums
     from ._api import convert as convert
     from ._api import dump as dump
@@ -57,6 +58,48 @@ if TYPE_CHECKING:
     from ._protocol.mixins import LossPickleMixin as LossPickleMixin
     from ._protocol.mixins import MetricPickleMixin as MetricPickleMixin
     from ._protocol.mixins import OptimizerPickleMixin as OptimizerPickleMixin
+
+__all__ = [
+    "FORMAT_VERSION",
+    "BackendConversionError",
+    "CallbackPickleMixin",
+    "CheckReport",
+    "ChecksumMismatchError",
+    "CustomObjectError",
+    "CustomObjectLoadError",
+    "DialectError",
+    "FormatVersionError",
+    "KerasPickleError",
+    "KerasPicklingError",
+    "KerasUnpicklingError",
+    "LambdaLayerError",
+    "LayerPickleMixin",
+    "LossPickleMixin",
+    "MetricPickleMixin",
+    "NotAPayloadError",
+    "OptimizerPickleMixin",
+    "PayloadInfo",
+    "PickleRefusedError",
+    "ResourceLimitError",
+    "StateMismatchError",
+    "UnrecoverableConfigError",
+    "UnsafePayloadError",
+    "VersionSkewError",
+    "__version__",
+    "check",
+    "checksums",
+    "convert",
+    "dump",
+    "dumps",
+    "inspect",
+    "install",
+    "is_installed",
+    "limits",
+    "load",
+    "loads",
+    "uninstall",
+]
+"""The public surface: everything else is private, whatever its name."""
 
 # Public name -> the module that defines it; each imports Keras.
 _KERAS_LEVEL = {
@@ -79,11 +122,11 @@ _KERAS_LEVEL = {
 }
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> _Any:
     module = _KERAS_LEVEL.get(name)
     if module is None:
         raise AttributeError(f"module 'keras_pickle' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module, __name__), name)
+    value = getattr(_importlib.import_module(module, __name__), name)
     globals()[name] = value  # later lookups skip __getattr__
     return value
 

@@ -31,6 +31,7 @@ LAYERS = {
     "keras_pickle._version": BOTTOM,
     "keras_pickle._wire.": BOTTOM,
     "keras_pickle._reader.": BOTTOM,
+    "keras_pickle._quiet": BOTTOM,
     # what one Keras dialect needs (Keras 3), and the per-call context both sides read.
     "keras_pickle._keras3.": KERAS,
     "keras_pickle._tfkeras.": KERAS,

@@ -108,8 +108,8 @@ def sides(header: Any) -> str | None:
     """Writer and reader, when the header's Keras dialect, version, backend or format version differs from this
     process's.
 
-    ``"written by Keras 3.15.1 (jax, format 3); loading on Keras 3.10.0 (jax, keras_pickle 0.3.0,
-    reads format 3)"``; a tf-keras payload names tf-keras and its version. ``None`` when nothing
+    ``"written by Keras 3.15.1 (jax, format 4); loading on Keras 3.10.0 (jax, keras_pickle 0.3.0,
+    reads format 4)"``; a tf-keras payload names tf-keras and its version. ``None`` when nothing
     differs (or the header is no dict).
     """
     if not isinstance(header, dict):

@@ -1,10 +1,14 @@
-"""The keras_pickle wire format, format version 2 (reads 1 and 2). Imports neither Keras nor a backend.
+"""The keras_pickle wire format. Imports neither Keras nor a backend.
+
+The version written, and every version read, is :data:`.schema.FORMAT_VERSION` and the history in
+:mod:`.schema`'s docstring; what follows is the current shape.
 
 A pickled Keras object is the call ``keras_pickle._format.restore(header, body)``:
 
 ``header`` (a dict of plain values, read first)
     ``format`` ("keras_pickle"), ``format_version``, ``keras_version``,
     ``backend``, ``class`` (dotted path of the pickled object's class),
+    ``dialect`` ("keras3" or "tf_keras", since version 4),
     ``kind`` ("layer"; "loss", "metric" or "optimizer" for a config-only
     payload, the latter two only as part of an object pickled under
     ``install(allow=...)``), ``n_variables``, ``weight_bytes`` and
@@ -27,11 +31,17 @@ A pickled Keras object is the call ``keras_pickle._format.restore(header, body)`
     created its slots; ``layer_states``: state that layers keep outside Keras
     variables (lookup tables, vocabularies), as ``(layer_index, [(key, dtype,
     shape, data)], [(asset_path, bytes)])``; ``custom_objects``: the custom
-    classes and functions the config names, keyed by the names Keras looks up.
+    classes and functions the config names, keyed by the names Keras looks up;
+    ``metric_variables`` (the compiled metrics' variables), ``held_optimizers``
+    (optimizers a model holds besides ``model.optimizer``: path, config, built,
+    targets, variables), ``constructed``, ``compile_call`` and
+    ``compile_objects`` (recorded constructor and ``compile()`` arguments, since
+    version 3).
 
 ``data`` is the raw bytes of a C-contiguous array: a ``PickleBuffer`` under
 protocol 5, so that ``buffer_callback`` receives every weight out of band,
-and ``bytes`` under protocols 0-4. No zip, no HDF5, no numpy pickling.
+and ``bytes`` under protocols 0-4; a uint8 numpy array only for a pickler that
+stores numpy arrays its own way (joblib). No zip, no HDF5.
 
 One module per concern: :mod:`.schema` (names, versions, header and body
 validation), :mod:`.arrays` (array codecs), :mod:`.checksum`, :mod:`.configs`

@@ -8,7 +8,6 @@ Keras to build anything; each failure is a
 from __future__ import annotations
 
 import json
-import pickle
 import sys
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -22,6 +21,7 @@ from ..errors import (
     ResourceLimitError,
 )
 from .arrays import WireArray, check_entry, wire_nbytes
+from .body_sections import check_custom_objects, check_recorded_calls, checked_arrays
 from .bounds import check_value, config_depth
 from .checksum import CHECKSUM_ALGORITHM, CHECKSUM_ALGORITHMS, checksum_algorithm, content_checksum
 from .configs import count_listed_layers
@@ -286,7 +286,7 @@ def _check_body(header: dict, body: object, is_custom_object: Callable[[Any], bo
     check_exact_fields(f"{header['kind']} body", body, body_fields(header))
     n_variables = 0
     weight_bytes = 0
-    for entry, section in _iter_checked_arrays(body, header["format_version"]):
+    for entry, section in checked_arrays(body, header["format_version"]):
         n_variables += 1
         limits.check_limit("MAX_VARIABLES", n_variables, "its body holds more variables")
         weight_bytes += check_entry(entry, section)
@@ -302,8 +302,8 @@ def _check_body(header: dict, body: object, is_custom_object: Callable[[Any], bo
         raise KerasUnpicklingError("Corrupt keras_pickle payload: optimizer_built is not a bool.")
     if not isinstance(body.get("dtype_policy", ""), str):
         raise KerasUnpicklingError("Corrupt keras_pickle payload: dtype_policy is not a string.")
-    _check_custom_objects(body, is_custom_object)
-    _check_recorded_calls(body)
+    check_custom_objects(body, is_custom_object)
+    check_recorded_calls(body)
     for field in ("custom_objects", "constructed", "compile_call"):
         check_value(body.get(field), f"its {field}")
     config = parse_config(body["config"], "its config")
@@ -337,101 +337,3 @@ def parse_config(text: str, what: str) -> Any:
         ) from e
     limits.check_limit("MAX_CONFIG_DEPTH", config_depth(config), f"{what} nests deeper")
     return config
-
-
-def _sequence(body: dict, key: str) -> list:
-    """The list ``body[key]`` (an absent key: empty); a tuple or anything else is not what dumps writes."""
-    value = body.get(key, [])
-    if not isinstance(value, list):
-        raise KerasUnpicklingError(f"Corrupt keras_pickle payload: {key} is a {type(value).__name__}, not a list.")
-    return value
-
-
-def _iter_checked_arrays(body: dict, format_version: int) -> Iterable[tuple[object, str]]:
-    """Every array entry of the body with its section, the structure around it checked."""
-    for section in ("variables", "optimizer_variables", "metric_variables"):
-        for entry in _sequence(body, section):
-            yield entry, section
-    place_type = int if format_version < 3 else str
-    for state in _sequence(body, "layer_states"):
-        if not (
-            isinstance(state, tuple)
-            and len(state) == 3
-            and isinstance(state[0], place_type)
-            and not isinstance(state[0], bool)
-            and (place_type is str or state[0] >= 0)
-            and isinstance(state[1], (list, tuple))
-            and isinstance(state[2], (list, tuple))
-        ):
-            raise KerasUnpicklingError(
-                "Corrupt keras_pickle payload: a layer_states entry is not a (place, variables, assets) tuple."
-            )
-        for asset in state[2]:
-            if not (isinstance(asset, tuple) and len(asset) == 2 and isinstance(asset[0], str)):
-                raise KerasUnpicklingError("Corrupt keras_pickle payload: an asset is not a (path, content) tuple.")
-            if not isinstance(asset[1], (bytes, bytearray, memoryview, pickle.PickleBuffer)):
-                raise KerasUnpicklingError(
-                    f"Corrupt keras_pickle payload: asset {asset[0]!r} holds a {type(asset[1]).__name__}, not bytes."
-                )
-        for entry in state[1]:
-            yield entry, "layer_states"
-    for held in _sequence(body, "held_optimizers"):
-        if not (
-            isinstance(held, tuple)
-            and len(held) == 5
-            and isinstance(held[0], str)
-            and isinstance(held[1], str)
-            and isinstance(held[2], bool)
-            and isinstance(held[3], list)
-            and all(isinstance(position, int) and not isinstance(position, bool) for position in held[3])
-            and isinstance(held[4], list)
-        ):
-            raise KerasUnpicklingError(
-                "Corrupt keras_pickle payload: a held_optimizers entry is not "
-                "(path, config, built, targets, variables)."
-            )
-        size = len(held[1])
-        limits.check_limit("MAX_CONFIG_BYTES", size, f"an optimizer config has {size:,} characters")
-        for entry in held[4]:
-            yield entry, "held_optimizers"
-
-
-def _check_recorded_calls(body: dict) -> None:
-    """The structure of ``constructed``, ``compile_call`` and ``compile_objects`` (format version 3)."""
-    if "constructed" not in body:
-        return
-    constructed = _sequence(body, "constructed")
-    limits.check_limit("MAX_LAYERS", len(constructed), "its body lists more constructed objects")
-    for entry in constructed:
-        if not (isinstance(entry, tuple) and len(entry) == 3 and isinstance(entry[1], tuple)):
-            raise KerasUnpicklingError(
-                "Corrupt keras_pickle payload: a constructed entry is not (class, args, kwargs)."
-            )
-        if not (isinstance(entry[2], dict) and all(isinstance(key, str) for key in entry[2])):
-            raise KerasUnpicklingError("Corrupt keras_pickle payload: constructed keyword arguments are not a dict.")
-    call = body["compile_call"]
-    if call is not None and not (
-        isinstance(call, tuple) and len(call) == 2 and isinstance(call[0], tuple) and isinstance(call[1], dict)
-    ):
-        raise KerasUnpicklingError("Corrupt keras_pickle payload: compile_call is not (args, kwargs).")
-    optimizers = body["compile_objects"]
-    if not (
-        isinstance(optimizers, dict) and all(isinstance(k, str) and isinstance(v, str) for k, v in optimizers.items())
-    ):
-        raise KerasUnpicklingError("Corrupt keras_pickle payload: compile_objects is not a dict of configs.")
-
-
-def _check_custom_objects(body: dict, is_custom_object: Callable[[Any], bool]) -> None:
-    custom_objects = body.get("custom_objects", {})
-    if not isinstance(custom_objects, dict):
-        raise KerasUnpicklingError("Corrupt keras_pickle payload: custom_objects is not a dict.")
-    for key, value in custom_objects.items():
-        if not isinstance(key, str):
-            raise KerasUnpicklingError(
-                f"Corrupt keras_pickle payload: custom object key {bounded_repr(key)} is not a string."
-            )
-        if not is_custom_object(value):
-            raise KerasUnpicklingError(
-                f"Corrupt keras_pickle payload: custom object {key!r} is a {type(value).__name__}, "
-                "not a class or function."
-            )
