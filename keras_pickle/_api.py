@@ -37,7 +37,7 @@ def dumps(
     obj: Any,
     protocol: int | None = None,
     *,
-    checksum: bool = False,
+    checksum: bool | None = None,
     buffer_callback: Callable[[pickle.PickleBuffer], Any] | None = None,
 ) -> bytes:
     """Pickle ``obj`` (a Keras object or any structure holding some) to bytes.
@@ -45,7 +45,11 @@ def dumps(
     ``protocol`` defaults to :data:`pickle.HIGHEST_PROTOCOL`. With protocol 5
     and a ``buffer_callback``, every weight array is handed to the callback
     out of band instead of being copied into the stream. ``checksum=True``
-    records an xxh3 checksum of the content, verified on load.
+    records an xxh3 checksum of the content, verified on load; ``False``
+    records none. By default (``None``) the enclosing :func:`checksums` block
+    decides, else every payload carries one unless a ``buffer_callback``
+    takes the weights out of band (a live transport, where hashing would cost
+    more than the dump itself: docs/guide.md, "Checksums and versions").
     """
     stream = JoinedStream()
     dump(obj, stream, protocol, checksum=checksum, buffer_callback=buffer_callback)
@@ -57,12 +61,14 @@ def dump(
     file: IO[bytes],
     protocol: int | None = None,
     *,
-    checksum: bool = False,
+    checksum: bool | None = None,
     buffer_callback: Callable[[pickle.PickleBuffer], Any] | None = None,
 ) -> None:
     """Like :func:`dumps`, writing to a binary file object."""
     _install.install()
     protocol = pickle.HIGHEST_PROTOCOL if protocol is None else protocol
+    if checksum is None:  # the enclosing checksums() block's, if any; else the default
+        checksum = _options.dump_options().checksum
     with _options.dumping(_options.DumpOptions(checksum=checksum, in_band=buffer_callback is None)):
         try:
             pickle.Pickler(file, protocol, buffer_callback=buffer_callback).dump(obj)
@@ -79,10 +85,14 @@ def checksums(enabled: bool = True) -> Iterator[None]:
     """Within: every keras_pickle payload written carries a checksum (``enabled=False``: none does).
 
     For writers that take no keras_pickle arguments: ``pickle.dump``,
-    ``joblib.dump``, cloudpickle. The setting is per thread and per asyncio
-    task (a context variable); ``dumps(..., checksum=...)`` inside the block
-    still decides for its own call. Loading verifies a checksum wherever
-    there is one.
+    ``joblib.dump``, cloudpickle. Outside a block the default
+    holds: a checksum wherever the weights are surely written into the
+    stream (``dumps`` / ``dump`` without a ``buffer_callback``, any pickle of
+    protocol 0 to 4), none where a protocol-5 pickle may hand them out of
+    band (``dumps`` with a ``buffer_callback``, plain ``pickle.dumps`` at
+    protocol 5). The setting is per thread and per asyncio task (a context
+    variable); ``dumps(..., checksum=True or False)`` inside the block still
+    decides for its own call. Loading verifies a checksum wherever there is one.
     """
     with _options.dumping(_options.DumpOptions(checksum=enabled)):
         yield
@@ -254,14 +264,19 @@ def _damaged_or(error: KerasPickleError, head: bytes, describe: Callable[[], str
 
 
 def convert(
-    data: bytes, *, custom_objects: Mapping[str, Any] | None = None, protocol: int | None = None, checksum: bool = False
+    data: bytes,
+    *,
+    custom_objects: Mapping[str, Any] | None = None,
+    protocol: int | None = None,
+    checksum: bool | None = None,
 ) -> bytes:
     """Re-pickle bytes that Keras's own pickling wrote (``pickle.dumps(model)`` without keras_pickle, or
     scikeras's) as a keras_pickle payload, which :func:`loads` then reads in safe mode.
 
     Runs the pickle, as ``pickle.loads`` does: convert only data you trust. ``custom_objects`` names the
     classes and functions the model needs (as ``keras.saving.load_model`` takes them); Keras's own
-    pickling stores none of them. Raises :class:`NotAPayloadError` for data that is not Keras's pickle
+    pickling stores none of them. ``protocol`` and ``checksum`` as for :func:`dumps` (a checksum by
+    default). Raises :class:`NotAPayloadError` for data that is not Keras's pickle
     format, and :class:`~keras_pickle.KerasUnpicklingError` (naming ``custom_objects``) where Keras
     cannot rebuild it.
     """

@@ -16,9 +16,25 @@ from collections.abc import Iterator
 
 @dataclasses.dataclass(frozen=True)
 class DumpOptions:
-    checksum: bool = False
+    # True / False: asked for (dumps(checksum=...), a checksums() block). None: the default,
+    # :meth:`wants_checksum`.
+    checksum: bool | None = None
     # No buffer_callback: the pickler copies every buffer into the stream before the call returns.
     in_band: bool = False
+
+    def wants_checksum(self, protocol: int) -> bool:
+        """Whether a payload written at ``protocol`` carries a checksum.
+
+        As asked, else by default wherever the weights are surely written into the stream (bytes
+        that may be stored): ``keras_pickle.dumps`` / ``dump`` without a ``buffer_callback``, and any
+        pickle of protocol 0 to 4. Not by default where a protocol-5 pickle may hand the weights to
+        a ``buffer_callback`` (a live transport: Dask, Ray), whose dumps copies nothing and would
+        spend most of its time hashing: ``dumps`` with a ``buffer_callback``, and plain
+        ``pickle.dumps`` at protocol 5, which keras_pickle cannot tell from in band.
+        """
+        if self.checksum is not None:
+            return self.checksum
+        return self.in_band or protocol < 5
 
 
 @dataclasses.dataclass

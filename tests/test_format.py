@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import io
 import json
 import pickle
 
@@ -116,7 +117,8 @@ def test_checksum_detects_a_changed_byte():
 
 
 def test_checksums_block_covers_writers_that_take_no_arguments(tmp_path):
-    """joblib.dump cannot pass checksum=True; keras_pickle.checksums() turns it on around the call."""
+    """joblib.dump cannot pass checksum=True; keras_pickle.checksums() turns it on around the call (whatever
+    the protocol: joblib.dump writes pickle.DEFAULT_PROTOCOL, 5 from Python 3.14), checksums(False) off."""
     import joblib
 
     model = zoo.trained(zoo.sequential)
@@ -125,7 +127,8 @@ def test_checksums_block_covers_writers_that_take_no_arguments(tmp_path):
         joblib.dump(model, path)
         assert keras_pickle.inspect(keras_pickle.dumps(model, checksum=False)).checksum is None
     assert keras_pickle.inspect(path).checksum.startswith("xxh3_64+header:")
-    joblib.dump(model, tmp_path / "plain.joblib")
+    with keras_pickle.checksums(False):
+        joblib.dump(model, tmp_path / "plain.joblib")
     assert keras_pickle.inspect(tmp_path / "plain.joblib").checksum is None
 
     data = bytearray(path.read_bytes())
@@ -135,6 +138,84 @@ def test_checksums_block_covers_writers_that_take_no_arguments(tmp_path):
     path.write_bytes(bytes(data))
     with pytest.raises(keras_pickle.ChecksumMismatchError):
         joblib.load(path)
+
+
+def _carries_checksum(data) -> bool:
+    checksum = keras_pickle.inspect(data).checksum
+    assert checksum is None or checksum.startswith("xxh3_64+header:")
+    return checksum is not None
+
+
+def test_checksum_by_default_wherever_the_weights_are_written_in_band():
+    """The default (docs/guide.md, "Checksums and versions"): a checksum wherever the weights surely go
+    into the stream, none where a protocol-5 pickle may hand them to a buffer_callback (a live transport,
+    where hashing costs more than the dump: python benchmarks/checksum.py)."""
+    model, loss = zoo.trained(zoo.sequential), keras.losses.MeanSquaredError()
+    file = io.BytesIO()
+    keras_pickle.dump(model, file)
+    keras_native = constructed_before_install(lambda: pickle.dumps(model))  # Keras's own pickling
+    found = {
+        "keras_pickle.dumps": keras_pickle.dumps(model),
+        "keras_pickle.dumps protocol 4": keras_pickle.dumps(model, protocol=4),
+        "keras_pickle.dump": file.getvalue(),
+        "keras_pickle.convert": keras_pickle.convert(keras_native, custom_objects={"Scale": zoo.Scale}),
+        "pickle.dumps protocol 2": pickle.dumps(model, protocol=2),
+        "pickle.dumps protocol 4": pickle.dumps(model, protocol=4),
+        "keras_pickle.dumps of a loss": keras_pickle.dumps(loss),
+        "pickle.dumps protocol 4 of a loss": pickle.dumps(loss, protocol=4),
+        "keras_pickle.dumps buffer_callback": keras_pickle.dumps(model, buffer_callback=[].append),
+        "pickle.dumps protocol 5": pickle.dumps(model, protocol=5),
+        "pickle.dumps protocol 5 buffer_callback": pickle.dumps(model, protocol=5, buffer_callback=[].append),
+        "pickle.dumps protocol 5 of a loss": pickle.dumps(loss, protocol=5),
+    }
+    in_band = {name for name in found if "protocol 5" not in name and "buffer_callback" not in name}
+    assert {name for name, data in found.items() if _carries_checksum(data)} == in_band
+
+
+def test_checksum_false_and_checksums_false_turn_the_default_off_and_true_turns_it_on():
+    model = zoo.trained(zoo.sequential)
+    assert not _carries_checksum(keras_pickle.dumps(model, checksum=False))
+    assert not _carries_checksum(keras_pickle.dumps(model, protocol=2, checksum=False))
+    with keras_pickle.checksums(False):
+        assert not _carries_checksum(keras_pickle.dumps(model))
+        assert not _carries_checksum(pickle.dumps(model, protocol=4))
+        assert _carries_checksum(keras_pickle.dumps(model, checksum=True))  # the call's own word wins
+    assert _carries_checksum(keras_pickle.dumps(model, checksum=True, buffer_callback=[].append))
+    with keras_pickle.checksums():
+        assert _carries_checksum(keras_pickle.dumps(model, buffer_callback=[].append))
+        assert _carries_checksum(pickle.dumps(model, protocol=5, buffer_callback=[].append))
+        assert not _carries_checksum(keras_pickle.dumps(model, checksum=False))
+
+
+def _flip_a_weight_byte(data: bytes, model) -> bytes:
+    weight = keras.ops.convert_to_numpy(model.variables[0]).tobytes()
+    damaged = bytearray(data)
+    damaged[damaged.index(weight) + 5] ^= 0x01
+    return bytes(damaged)
+
+
+def test_a_flipped_weight_byte_in_a_default_in_band_payload_is_damage(tmp_path):
+    model = zoo.trained(zoo.sequential)
+    path = tmp_path / "model.pkl"
+    with open(path, "wb") as f:
+        keras_pickle.dump(model, f)
+    for data in (keras_pickle.dumps(model), pickle.dumps(model, protocol=4), path.read_bytes()):
+        damaged = _flip_a_weight_byte(data, model)
+        for load in (keras_pickle.loads, pickle.loads):
+            with pytest.raises(keras_pickle.ChecksumMismatchError, match="does not match its checksum"):
+                load(damaged)
+    path.write_bytes(_flip_a_weight_byte(path.read_bytes(), model))
+    with pytest.raises(keras_pickle.ChecksumMismatchError, match="does not match its checksum"):
+        keras_pickle.load(path)
+
+
+def test_with_checksum_false_a_flipped_weight_byte_loads_unnoticed():
+    """What checksum=False gives up: nothing else reads a weight's bytes."""
+    model = zoo.trained(zoo.sequential)
+    damaged = _flip_a_weight_byte(keras_pickle.dumps(model, checksum=False), model)
+    restored = keras_pickle.loads(damaged)
+    first, copy_of_first = (keras.ops.convert_to_numpy(m.variables[0]) for m in (model, restored))
+    assert first.shape == copy_of_first.shape and not np.array_equal(first, copy_of_first)
 
 
 def test_without_checksum_damage_to_sizes_is_still_caught():

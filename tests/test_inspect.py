@@ -70,7 +70,8 @@ def test_describes_a_functional_model(functional):
     info = keras_pickle.inspect(keras_pickle.dumps(functional))
     assert_describes(info, functional)
     assert info.n_layers == len(functional.layers)
-    assert info.checksum is None and info.checksum_status == "absent"
+    # keras_pickle.dumps without a buffer_callback: a checksum by default
+    assert info.checksum.startswith("xxh3_64+header:") and info.checksum_status == "present (not verified)"
     assert info.protocol == 5 and info.out_of_band_buffers == 0 and info.payloads_in_stream == 1
     text = str(info)
     for expected in (
@@ -80,7 +81,7 @@ def test_describes_a_functional_model(functional):
         f"parameters      {functional.count_params():,}",
         "zoo.RegisteredScale",
         "Lambda layers   none",
-        "checksum        absent",
+        "checksum        present (not verified)",
     ):
         assert expected in text, expected
 
@@ -174,7 +175,8 @@ def test_checksum_status_in_band(sequential):
     algorithm = checksum.CHECKSUM_ALGORITHM
     assert info.checksum.startswith(f"{algorithm}:") and info.checksum_status == "present (not verified)"
     assert keras_pickle.inspect(data, verify=True).checksum_status == "verified"
-    assert keras_pickle.inspect(pickle.dumps(sequential, protocol=2), verify=True).checksum_status == "absent"
+    absent = keras_pickle.dumps(sequential, protocol=2, checksum=False)
+    assert keras_pickle.inspect(absent, verify=True).checksum_status == "absent"
     kernel = keras.ops.convert_to_numpy(sequential.layers[0].kernel).tobytes()
     at = data.index(kernel)
     damaged = bytearray(data)
@@ -230,8 +232,12 @@ def test_not_a_payload(data, found):
 
 
 def test_a_truncated_payload_is_not_a_payload(sequential):
-    data = pickle.dumps(sequential, protocol=2)
+    data = keras_pickle.dumps(sequential, protocol=2, checksum=False)
     with pytest.raises(keras_pickle.NotAPayloadError, match="not a well-formed pickle"):
+        keras_pickle.inspect(data[: len(data) // 2])
+    # With a checksum (protocol 2 writes one by default), the same truncation is damage.
+    data = pickle.dumps(sequential, protocol=2)
+    with pytest.raises(keras_pickle.ChecksumMismatchError, match="Damaged keras_pickle payload.*not a well-formed"):
         keras_pickle.inspect(data[: len(data) // 2])
 
 

@@ -156,11 +156,11 @@ def layer_payload(layer: Any, protocol: int) -> tuple[dict, dict]:
         "compile_call": taken.compile_call,
         "compile_objects": taken.compile_objects,
     }
-    header = _header(layer, KIND_LAYER, body)
+    header = _header(layer, KIND_LAYER, body, protocol)
     return header, body
 
 
-def config_payload(obj: Any, kind: str) -> tuple[dict, dict]:
+def config_payload(obj: Any, kind: str, protocol: int) -> tuple[dict, dict]:
     """The config-only payload of ``obj`` (a Loss, or an allowed metric or optimizer): config, custom objects.
 
     Refuses an optimizer with settings its config omits (:func:`keras_pickle._keras3.weight_decay.refusal`).
@@ -178,18 +178,18 @@ def config_payload(obj: Any, kind: str) -> tuple[dict, dict]:
         "config": _config.config_to_json(config, obj),
         "custom_objects": _custom_objects.portable_mapping(_custom_objects.collect(config, obj)),
     }
-    header = _header(obj, kind, body)
+    header = _header(obj, kind, body, protocol)
     return header, body
 
 
-def _header(obj: Any, kind: str, body: dict) -> dict:
+def _header(obj: Any, kind: str, body: dict, protocol: int) -> dict:
     cls = type(obj)
     dialect = _dialect.of(obj)
     return schema.make_header(
         class_path=f"{cls.__module__}.{cls.__qualname__}",
         kind=kind,
         body=body,
-        checksum=dump_options().checksum,
+        checksum=dump_options().wants_checksum(protocol),
         dialect=dialect,
         keras_version=_dialect.version(dialect),
         backend=_dialect.backend(dialect),

@@ -96,7 +96,7 @@ class LossPickleMixin:
         custom = _user_reducer(self)
         if custom is not None:
             return custom(protocol)
-        return restore, _capture_payload.config_payload(self, _capture_payload.KIND_LOSS)
+        return restore, _capture_payload.config_payload(self, _capture_payload.KIND_LOSS, protocol)
 
     @_ours
     def __reduce__(self):

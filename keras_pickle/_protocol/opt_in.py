@@ -74,7 +74,7 @@ def allowed_reduce(obj: Any, kind: str, protocol: int) -> tuple:
             obj_type=type(obj),
         )
     payload_kind = _capture_payload.KIND_METRIC if kind == "metrics" else _capture_payload.KIND_OPTIMIZER
-    header, body = _capture_payload.config_payload(obj, payload_kind)
+    header, body = _capture_payload.config_payload(obj, payload_kind, protocol)
     state = _stateful_state(obj)
     encoded = dict(state, kind=kind, variables=[encode_array(p, a, protocol) for p, a in state["variables"]])
     return restore_with_state, (header, body, encoded)
