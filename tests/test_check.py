@@ -127,6 +127,9 @@ def test_subclassed_model_without_recoverable_config_is_reported():
     (problem,) = report.problems
     assert problem.path == 'dict["model"]' and problem.type_name == "zoo.NoConfigModel"
     assert "get_config()" in problem.reason and "def get_config(self)" in problem.advice
+    # The example keeps its lines, as it would be typed (it was once squashed onto one line).
+    assert "\n    def get_config(self):\n        return {" in problem.advice, problem.advice
+    assert "\n    def get_config(self):\n" in str(report)
 
 
 def test_check_does_not_modify_its_argument():

@@ -130,10 +130,16 @@ MESSAGE_PREFIX = re.compile(r"^(?:Refusing to pickle|Cannot pickle) [\w.<>]+: ")
 
 
 def reason_and_advice(message: str, default_advice: str) -> tuple[str, str]:
-    """A keras_pickle error message as (why, what to do): its first sentence, then the rest."""
-    text = MESSAGE_PREFIX.sub("", " ".join(message.split()), count=1)
+    """A keras_pickle error message as (why, what to do): its first sentence, then the rest.
+
+    Prose is joined onto one line; a code example (lines indented by four spaces) keeps its lines, so
+    that the advice prints as it would be typed.
+    """
+    text = MESSAGE_PREFIX.sub("", _prose_and_code(message), count=1)
     depth = 0
     for index, char in enumerate(text):
+        if char == "\n":
+            break  # a code example: the first sentence ended before it
         if char in "([{":
             depth += 1
         elif char in ")]}":
@@ -143,6 +149,33 @@ def reason_and_advice(message: str, default_advice: str) -> tuple[str, str]:
                 continue
             return text[: index + 1], text[index + 2 :]
     return text, default_advice or text
+
+
+def _prose_and_code(message: str) -> str:
+    """``message`` with each run of prose lines joined into one line, and each line indented by four spaces
+    (a code example) kept on its own line after a blank one."""
+    parts: list[str] = []
+    prose: list[str] = []
+    code: list[str] = []
+
+    def flush_code() -> None:
+        if code:
+            parts.append("\n\n" + "\n".join(code) + "\n\n")
+            code.clear()
+
+    for line in message.splitlines():
+        if line.startswith("    ") and line.strip():
+            if prose:
+                parts.append(" ".join(" ".join(prose).split()))
+                prose.clear()
+            code.append(line.rstrip())
+        elif line.strip():
+            flush_code()
+            prose.append(line)
+    if prose:
+        parts.append(" ".join(" ".join(prose).split()))
+    flush_code()
+    return "".join(parts).strip()
 
 
 def function_arguments(layer: Any) -> list[tuple[str, str]]:

@@ -11,8 +11,11 @@ from __future__ import annotations
 
 import copyreg
 import dataclasses
+import math
 from collections.abc import Callable
 from typing import Any
+
+import numpy as np
 
 from .._reader.allowlist import CODECS_ENCODE, expected_call
 from .._wire.reprs import shorten
@@ -22,8 +25,26 @@ from .opcodes import PickleReader
 from .opening import Input
 from .values import Call, Global, Key, OutOfBand, Persistent, describe_call, describe_callable, short
 
+JOBLIB_ARRAY = ("joblib.numpy_pickle", "NumpyArrayWrapper")
+"""What ``joblib.dump`` writes for a numpy array: the wrapper, then the array's bytes outside any opcode."""
+
 LISTED = 64
 """Calls listed for reports, of each kind (all calls; calls safe mode refuses)."""
+
+
+def joblib_array_layout(state: Any) -> tuple[int, bool]:
+    """``(bytes of data, whether a padding length byte precedes it)`` of a joblib array wrapper's state."""
+    if not isinstance(state, dict):
+        raise _Malformed("a joblib array wrapper without its state")
+    dtype, shape = state.get("dtype"), state.get("shape")
+    name = dtype.args[0] if isinstance(dtype, Call) and isinstance(dtype.args, tuple) and dtype.args else None
+    try:
+        itemsize = np.dtype(name).itemsize if isinstance(name, str) and not name.startswith("O") else None
+    except (TypeError, ValueError):
+        itemsize = None
+    if itemsize is None or not (isinstance(shape, tuple) and all(isinstance(d, int) and d >= 0 for d in shape)):
+        raise _Malformed("a joblib array of a dtype or shape inspect does not read")
+    return math.prod(shape) * itemsize, state.get("numpy_array_alignment_bytes") is not None
 
 
 @dataclasses.dataclass
@@ -124,6 +145,7 @@ def evaluate(pickle_input: Input, *, hold_data: bool) -> Stream:
         return result
 
     highest = 0
+    joblib_arrays = 0
     frame_end = None  # where the current frame's announced length ends (pickle's own framing, not content)
     try:
         reader = PickleReader(pickle_input, hold_data=hold_data)
@@ -299,6 +321,10 @@ def evaluate(pickle_input: Input, *, hold_data: bool) -> Stream:
                 stream.record_call(description)
                 if isinstance(target, Call):
                     target.state = state
+                    if isinstance(target.function, Global) and target.function.key == JOBLIB_ARRAY:
+                        # joblib.dump writes an array's bytes raw after its wrapper: they stand for it.
+                        stack[-1] = reader.joblib_array(*joblib_array_layout(state))
+                        joblib_arrays += 1
             elif name in ("PERSID", "BINPERSID"):
                 pid = arg if name == "PERSID" else pop()
                 stream.persistent_ids += 1
@@ -317,7 +343,25 @@ def evaluate(pickle_input: Input, *, hold_data: bool) -> Stream:
             original_error=e,
         ) from e
     stream.protocol = stream.protocol or highest
+    if joblib_arrays:
+        _as_joblib_loads_it(stream)
     return stream
+
+
+_JOBLIB_MACHINERY = (JOBLIB_ARRAY, ("numpy", "ndarray"), ("numpy", "dtype"))
+
+
+def _as_joblib_loads_it(stream: Stream) -> None:
+    """A ``joblib.dump`` file described as ``joblib.load`` reads it: its arrays are data, and the wrappers and
+    dtypes that frame them are not globals or calls of the content."""
+    stream.globals = [key for key in stream.globals if key not in _JOBLIB_MACHINERY]
+    framing = tuple(f"{module}.{name}" for module, name in _JOBLIB_MACHINERY)
+    framing += tuple(f"__setstate__ of {p}" for p in framing) + tuple(
+        f"__setstate__ of the result of {p}" for p in framing
+    )
+    for calls in (stream.calls, stream.unexpected_calls):
+        for description in [d for d in calls if d.startswith(framing)]:
+            del calls[description]
 
 
 class _Keys:

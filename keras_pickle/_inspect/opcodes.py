@@ -86,6 +86,20 @@ class PickleReader:
             return data
         return self._data(n, skippable=False)
 
+    def joblib_array(self, nbytes: int, padded: bool) -> bytes | Blob:
+        """The raw bytes ``joblib.dump`` writes after an array's wrapper: a padding length byte and that
+        much padding (``padded``), then ``nbytes`` of data, held as :meth:`read` would hold bytes data."""
+        if padded:
+            length = self._stream.read(1)
+            if len(length) != 1:
+                raise ValueError("the stream ends before a joblib array")
+            self.position += 1
+            self._data(length[0], skippable=True)
+        data = self._data(nbytes, skippable=True)
+        if isinstance(data, bytes) and len(data) != nbytes:
+            raise ValueError(f"expected {nbytes} bytes of a joblib array, but only {len(data)} remain")
+        return data
+
     def readline(self) -> bytes:
         """The rest of the line, its newline included if there is one, held."""
         pieces = []
