@@ -91,10 +91,22 @@ def test_open_file(tmp_path):
     assert report.problems[0].path == "feeder.arr" and "open file" in report.problems[0].reason
 
 
+def accumulated(metric):
+    """``metric`` after one update: state its config does not hold (a fresh one travels by its config)."""
+    metric.update_state([0.0, 1.0], [0.3, 0.8])
+    return metric
+
+
+def built(optimizer):
+    """``optimizer`` with its slots built: state its config does not hold (an unbuilt one travels by config)."""
+    optimizer.build([keras.Variable(np.zeros(3, "float32"))])
+    return optimizer
+
+
 def test_refused_keras_objects_are_named_where_they_sit():
     params = {
         "model": zoo.sequential(),
-        "metrics": [keras.metrics.AUC()],
+        "metrics": [accumulated(keras.metrics.AUC()), keras.metrics.AUC(name="fresh")],
         "callbacks": [keras.callbacks.EarlyStopping()],
     }
     report = keras_pickle.check(params, name="params")
@@ -192,7 +204,7 @@ def test_tensorflow_runtime_objects(tmp_path, make, type_name):
 
 
 def test_optimizer_instance_is_refused_by_design_with_what_to_do():
-    params = {"optimizer": keras.optimizers.Adam(1e-3), "lr": 1e-3}
+    params = {"optimizer": built(keras.optimizers.Adam(1e-3)), "unbuilt": keras.optimizers.Adam(1e-3), "lr": 1e-3}
     report = keras_pickle.check(params, name="params")
     assert_truthful(params, report)
     (problem,) = report.problems
@@ -273,7 +285,7 @@ def test_allowed_callback_with_plain_attributes_is_pickle_safe(allow_callbacks):
 
 
 def test_allowed_callback_holding_a_refused_metric_names_it(allow_callbacks):
-    callback = Hook(metric=keras.metrics.Mean())
+    callback = Hook(metric=accumulated(keras.metrics.Mean()))
     report = keras_pickle.check(callback)
     assert_truthful(callback, report)
     (problem,) = report.problems
