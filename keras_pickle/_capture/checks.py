@@ -3,6 +3,7 @@
 * A subclassed layer or model whose config cannot recover its constructor
   arguments, and whose arguments keras_pickle did not record
   (:mod:`keras_pickle._keras3.records`; objects constructed before ``install()``).
+* A model compiled with a loss, metric or learning-rate schedule that its config would not rebuild.
 * A Lambda layer whose lambda reads a module global.
 
 Each check raises a :class:`~keras_pickle.KerasPicklingError` subclass that
@@ -20,6 +21,7 @@ from typing import Any
 import keras
 from keras.src.models.functional import Functional
 
+from .._keras3 import compile_objects as _compile_objects
 from .._keras3 import construct as _construct
 from .._keras3 import records as _records
 from .._keras3.census import census_of
@@ -40,8 +42,24 @@ def check_constructor_recoverable(obj: Any) -> None:
     itself and, recursively, the layers a Functional / Sequential config lists.
     Sublayers created by a constructor are rebuilt by that constructor.
     """
-    for layer in census_of(obj).listed_layers():
+    census = census_of(obj)
+    for layer in census.listed_layers():
         check_own_constructor(layer)
+    check_compile_objects(census.root)
+
+
+def check_compile_objects(model: Any) -> None:
+    """Refuse a model compiled with a loss, metric or learning-rate schedule that its config would not
+    rebuild and whose constructor arguments were not recorded (:mod:`keras_pickle._keras3.compile_objects`)."""
+    if not isinstance(model, keras.Model):
+        return
+    for part in _compile_objects.of_model(model):
+        why = _compile_objects.refusal(part)
+        if why is not None:
+            raise UnrecoverableConfigError(
+                f"{why} (Cannot pickle {type(model).__name__} '{model.name}', which was compiled with it.)",
+                class_name=type(part).__name__,
+            )
 
 
 def check_own_constructor(layer: Any) -> None:

@@ -1,4 +1,5 @@
-"""Layers and models rebuilt from their recorded constructor arguments instead of a config.
+"""Layers and models (and losses, metrics and learning-rate schedules: :mod:`._compile_objects`)
+rebuilt from their recorded constructor arguments instead of a config.
 
 When ``install()`` ran before such an object was constructed
 (:mod:`keras_pickle._keras3.records`), its config is a placeholder,
@@ -35,6 +36,7 @@ import keras
 
 from .._wire.refs import unwrap
 from ..errors import KerasUnpicklingError, UnrecoverableConfigError
+from . import compile_objects as _compile_objects
 from . import graph as _graph
 from . import records as _records
 from .records import CONSTRUCTED_KEY
@@ -71,9 +73,10 @@ def from_entries(entries: Any) -> list[Constructed]:
                 "Corrupt keras_pickle payload: a constructed entry is not (class, args, kwargs)."
             )
         cls, args, kwargs = unwrap(entry[0]), entry[1], entry[2]
-        if not (isinstance(cls, type) and issubclass(cls, keras.Layer)):
+        if not (isinstance(cls, type) and issubclass(cls, (keras.Layer, *_compile_objects.bases()))):
             raise KerasUnpicklingError(
-                f"Corrupt keras_pickle payload: a constructed entry names {cls!r}, not a Keras layer or model class."
+                f"Corrupt keras_pickle payload: a constructed entry names {cls!r}, not a Keras layer, model, "
+                "loss, metric or learning-rate schedule class."
             )
         if not (isinstance(kwargs, dict) and all(isinstance(key, str) for key in kwargs)):
             raise KerasUnpicklingError("Corrupt keras_pickle payload: constructed keyword arguments are not a dict.")
@@ -152,7 +155,7 @@ class _Constructing:
                 args, kwargs = self._in_rebuilt_graph(config, entry)
             obj = entry.cls(*args, **kwargs)
             _as_configured(obj, config)
-            if _records.init_arguments(obj) is None:
+            if _records.init_arguments(obj) is None and isinstance(obj, keras.Layer):
                 _records.record_init_arguments(obj, args, kwargs)
             self._built[index] = obj
         return self._built[index]
@@ -187,6 +190,8 @@ def _as_configured(obj: Any, config: dict) -> None:
     graph around it and its variables' places say. Unbuilt layers only: a built one made its
     variables under its name already.
     """
+    if not isinstance(obj, keras.Layer):
+        return  # a loss, metric or schedule: its constructor named it as the original was
     name = config.get("name")
     if isinstance(name, str) and name and obj.name != name and not obj.built:
         obj.name = name

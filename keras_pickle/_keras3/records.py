@@ -88,6 +88,11 @@ def init_arguments(obj: Any) -> tuple[tuple, dict] | None:
     return _init_arguments.get(obj)
 
 
+def remember_arguments(obj: Any, args: tuple, kwargs: dict) -> None:
+    """Record ``obj``'s constructor arguments (:func:`init_arguments`), nothing else."""
+    _init_arguments.set(obj, (tuple(args), dict(kwargs)))
+
+
 def record_init_arguments(obj: Any, args: tuple, kwargs: dict) -> None:
     """Record ``obj``'s constructor arguments, and let them stand for its config while pickling.
 
@@ -168,15 +173,25 @@ def needs_arguments(obj: Any) -> bool:
 _constructed = threading.local()
 
 
+def collecting() -> bool:
+    """Whether a dump is collecting the objects whose configs stand for their recorded arguments."""
+    return getattr(_constructed, "sink", None) is not None
+
+
+def constructed_index(obj: Any) -> int:
+    """Within :class:`collecting_constructed`: the index of ``obj``'s constructed entry, added if new."""
+    sink = _constructed.sink
+    return sink.setdefault(id(obj), (len(sink), obj))[0]
+
+
 def _config_or_placeholder(self: Any) -> dict:
-    sink = getattr(_constructed, "sink", None)
-    if sink is None:
+    if not collecting():
         return type(self).get_config(self)
     graph = _graph.arguments_config(self, *_init_arguments.get(self))
     if graph is None:
         # A symbolic tensor of another graph is never handed to a constructor again: Keras's config.
         return type(self).get_config(self)
-    index = sink.setdefault(id(self), (len(sink), self))[0]
+    index = constructed_index(self)
     placeholder = {**graph, "name": self.name, CONSTRUCTED_KEY: index}
     return placeholder if self.trainable else {**placeholder, "trainable": False}
 
@@ -187,7 +202,7 @@ _config_or_placeholder._is_default = True  # Keras's auto config still applies o
 def _config_unless_unbound(self: Any) -> dict:
     """The object's config, or within a dump the placeholder when the constructor would refuse the config."""
     config = type(self).get_config(self)
-    if getattr(_constructed, "sink", None) is None or not isinstance(config, dict):
+    if not collecting() or not isinstance(config, dict):
         return config
     try:
         inspect.signature(type(self).__init__).bind(None, **config)

@@ -21,6 +21,7 @@ from keras.src.layers import layer as keras_layer
 from keras.src.ops import operation as keras_operation
 
 from .. import integrations
+from .._keras3 import compile_objects as _compile_objects
 from .._keras3 import deferred as _deferred
 from .._keras3 import records as _records
 from .._keras3.signatures import CACHED_INSPECT
@@ -87,6 +88,8 @@ def _patches() -> list[tuple[type, str, Callable]]:
                     patches.append((cls, name, klass.__dict__[name]))
     for cls in (keras.Layer, keras.Model):
         patches.append((cls, "__new__", _wrapped(cls, "__new__", _records.recording_new)))
+    for cls in _compile_objects.bases():  # none has a __new__ of its own
+        patches.append((cls, "__new__", _plain_new(cls)))
     patches.append((KerasVariable, "__init__", _wrapped(KerasVariable, "__init__", _deferred.variable_init_hook)))
     for module in (keras_operation, keras_layer):
         patches.append((module, "inspect", CACHED_INSPECT))
@@ -112,6 +115,14 @@ def _wrapped(cls: type, name: str, wrap: Callable[[Any], Any]) -> Any:
     return hook
 
 
+def _plain_new(cls: type) -> Any:
+    """The ``__new__`` that records a user subclass's constructor arguments (:mod:`.._keras3.compile_objects`)."""
+    hook = _wrappers.get((cls, "__new__"))
+    if hook is None:
+        hook = _wrappers[cls, "__new__"] = _compile_objects.recording_new(cls)
+    return hook
+
+
 def install(allow: Iterable[str] | None = None) -> None:
     """Make ``pickle`` and ``copy`` use keras_pickle for Keras objects.
 
@@ -133,7 +144,12 @@ def install(allow: Iterable[str] | None = None) -> None:
         for cls, name, function in _patches():
             if cls.__dict__.get(name, _MISSING) is function:
                 continue
-            _originals.setdefault((cls, name), cls.__dict__.get(name, _MISSING))
+            original = cls.__dict__.get(name, _MISSING)
+            if original is _MISSING and name == "__new__":
+                # Deleting it again would break subclasses already constructed: CPython keeps their
+                # __new__ slot, which then hands the constructor's arguments to object.__new__.
+                original = _compile_objects.passthrough_new(cls)
+            _originals.setdefault((cls, name), original)
             setattr(cls, name, function)
         _uninstalled_explicitly = False
         integrations.activate(reapply_hooks=reapply)

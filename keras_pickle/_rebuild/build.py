@@ -126,7 +126,7 @@ def _rebuild_with_state(blueprint: Blueprint, *, safe_mode: bool) -> Any:
                 compile_config,
                 blueprint.compile_call,
                 blueprint.compile_objects,
-                blueprint.custom_objects,
+                custom_objects(False),  # a loss or metric may stand for its recorded constructor call
                 state.backend,
             )
         _weight_decay.apply(obj, weight_decay)
