@@ -8,9 +8,10 @@ So under a plain pickler (not cloudpickle, which carries such classes by value i
 object whose ``__module__`` is ``__main__`` or ``__mp_main__`` is written as
 ``keras_pickle._format.by_value(module, qualname, data)``, ``data`` being cloudpickle's bytes of
 it; :mod:`keras_pickle._rebuild.by_value` prefers the loading process's own class of that name and
-falls back to ``data``. Classes of importable modules keep travelling by reference (small
-payloads, judged by name in safe mode); classes defined inside a function keep theirs
-(:class:`~keras_pickle._capture.custom_objects.DefinedHere`).
+falls back to ``data``. A class or function defined inside a function of the main script (a closure
+loss) travels by value too: no other process could name it. Classes of importable modules keep
+travelling by reference (small payloads, judged by name in safe mode); those defined inside a
+function of such a module keep theirs (:class:`~keras_pickle._capture.custom_objects.DefinedHere`).
 
 A class cloudpickle cannot pickle is refused at dump time (:class:`CustomObjectError`), naming it
 and the remedy: no payload is written that could fail to load for that reason.
@@ -26,10 +27,10 @@ from ..errors import CustomObjectError
 
 
 def of_main_script(obj: Any) -> bool:
-    """Whether ``obj`` is a class or function defined at the top level of the main script (or a class in one)."""
-    return getattr(obj, "__module__", None) in MAIN_MODULES and "<locals>" not in str(
-        getattr(obj, "__qualname__", "<locals>")
-    )
+    """Whether ``obj`` is a class or function of the main script: at its top level, in a class, or defined
+    inside one of its functions (keras.io's siamese ``loss(margin)`` returns a closure; cloudpickle
+    carries it with its cells, so it loads where the writer's function could never be named)."""
+    return getattr(obj, "__module__", None) in MAIN_MODULES and isinstance(getattr(obj, "__qualname__", None), str)
 
 
 class ByValue(InertReference):
