@@ -83,9 +83,9 @@ def payloads(model):
     return {
         "protocol 5, checksum": (keras_pickle.dumps(model, checksum=True), True),
         "protocol 5 unframed, checksum": (unframed(keras_pickle.dumps(model, checksum=True)), True),
-        "protocol 5 unframed": (unframed(keras_pickle.dumps(model)), False),
+        "protocol 5 unframed": (unframed(keras_pickle.dumps(model, checksum=False)), False),
         "protocol 2, checksum": (keras_pickle.dumps(model, protocol=2, checksum=True), True),
-        "protocol 2": (keras_pickle.dumps(model, protocol=2), False),
+        "protocol 2": (keras_pickle.dumps(model, protocol=2, checksum=False), False),
         "protocol 0, checksum": (keras_pickle.dumps(model, protocol=0, checksum=True), True),
     }
 
