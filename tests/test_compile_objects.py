@@ -98,3 +98,18 @@ def test_constructed_before_install_dumps_refuses_naming_the_object_first(culpri
         return
     twin = copy.deepcopy(model)  # in one process the model is copied attribute by attribute instead
     assert np.array_equal(twin.predict(x, verbose=0), model.predict(x, verbose=0))
+
+
+def test_one_given_to_a_compile_of_the_models_own_is_refused_at_dumps_naming_it():
+    import kerasio
+
+    model = kerasio.gan()
+    model.compile(
+        d_optimizer=keras.optimizers.Adam(1e-3),
+        g_optimizer=keras.optimizers.Adam(2e-3),
+        loss_fn=models.CustomMSE(regularization_factor=0.5),
+    )
+    with pytest.raises(keras_pickle.UnrecoverableConfigError) as caught:
+        pickle.dumps(model)
+    assert str(caught.value).startswith("CustomMSE 'custom_mse' cannot be rebuilt from its config")
+    assert "get_config()" in str(caught.value)

@@ -30,6 +30,7 @@ import keras
 from keras.src.trainers.trainer import Trainer
 
 from ..errors import KerasUnpicklingError, UnrecoverableConfigError
+from . import compile_objects as _compile_objects
 from . import convert as _convert
 from . import records as _records
 
@@ -95,6 +96,7 @@ def capture(model: Any, serialize: Any) -> CompileCapture:
             marked[path] = serialize(value)
             return MARKER + path
         if _has_config(value):
+            _check_rebuilds(value, model)
             if id(value) not in key_of:
                 config = _config_json(value)
                 if config is None:
@@ -107,6 +109,21 @@ def capture(model: Any, serialize: Any) -> CompileCapture:
     args, kwargs = recorded
     call = (tuple(mark(a) for a in args), {key: mark(v) for key, v in kwargs.items()})
     return CompileCapture(call=call, held=held, marked=marked)
+
+
+def _check_rebuilds(value: Any, model: Any) -> None:
+    """Refuse a loss, metric or schedule given to a model's own ``compile()`` that its config would not
+    rebuild: it travels as its config (its recorded arguments stand only in the model's compile config)."""
+    if _compile_objects.records_arguments(type(value)) and not _compile_objects.config_rebuilds(value):
+        cls = type(value).__name__
+        raise UnrecoverableConfigError(
+            f"{cls} '{getattr(value, 'name', cls)}' cannot be rebuilt from its config, and "
+            f"{type(model).__name__}.compile(), which received it, is the model's own: keras_pickle rebuilds what "
+            "a custom compile() received from configs (its constructor arguments travel only in a call to "
+            f"Model.compile). Give {cls} a get_config() returning exactly its constructor arguments and accept "
+            "**kwargs in __init__, passing them to super().__init__(**kwargs).",
+            class_name=cls,
+        )
 
 
 def _has_config(value: Any) -> bool:

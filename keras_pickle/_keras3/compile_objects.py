@@ -102,14 +102,14 @@ def _config_or_placeholder(self: Any) -> dict:
     """``self``'s config; within a dump, the placeholder where the config could not rebuild ``self``."""
     if not _records.collecting() or _records.init_arguments(self) is None:
         return type(self).get_config(self)
-    if _config_rebuilds(self):
+    if config_rebuilds(self):
         return type(self).get_config(self)
     placeholder: dict[str, Any] = {CONSTRUCTED_KEY: _records.constructed_index(self)}
     name = getattr(self, "name", None)
     return {"name": name, **placeholder} if isinstance(name, str) else placeholder
 
 
-def _config_rebuilds(obj: Any) -> bool:
+def config_rebuilds(obj: Any) -> bool:
     """Whether the config holds the constructor's arguments and ``type(obj)(**obj.get_config())`` binds."""
     cls = type(obj)
     if not _config_complete(cls):
