@@ -243,9 +243,17 @@ def resolver(table: dict[str, Any], caller_objects: dict[str, Any]) -> Candidate
                     yield get_symbol_from_name(f"keras.{namespace}.{name}"), False
         package = package_of(module)
         if package == "keras":
-            for name in names:
-                yield get_symbol_from_name(f"{module}.{name}"), False
-                yield _convert.public_optimizer(module, name), False
+            # Keras finds its public names (and keras_pickle a backend's own optimizer, by its public class)
+            # without importing the module the config names: where one is found, that is all it resolves.
+            found = [
+                obj
+                for name in names
+                for obj in (get_symbol_from_name(f"{module}.{name}"), _convert.public_optimizer(module, name))
+                if obj is not None
+            ]
+            if found:
+                yield from ((obj, False) for obj in found)
+                return
         if package in _KERAS_IMPORTS:
             loaded = sys.modules.get(module)
             if loaded is None:
