@@ -117,9 +117,16 @@ def collect(config: dict, live: Any) -> dict[str, Any]:
                 name=name,
                 module=module,
             )
+        if _is_keras_own(obj):
+            continue  # Keras resolves its own names; a table entry for one is what safe mode refuses
         for key in sorted(keys):  # sorted: the payload must not depend on the hash seed
             found[key] = obj
     return found
+
+
+def _is_keras_own(obj: Any) -> bool:
+    """Whether Keras (either dialect) defines ``obj``: a config naming it needs no custom object."""
+    return str(getattr(obj, "__module__", "") or "").split(".", 1)[0] in ("keras", "tf_keras")
 
 
 def _from_registry(ref: dict, live: Any) -> Any:
