@@ -63,14 +63,14 @@ def restore(header, body):
         dialect = schema.dialect_of(header)
         safe_mode = _options.load_options().safe_mode
         body = schema.check_body(header, body, is_custom_object=_custom_object_check(safe_mode))
-        if safe_mode:
-            _safe_policy.vet_names(body)  # Keras-free: nothing is imported for a payload that fails it
+        decoded = _safe_policy.vet_names(body) if safe_mode else None  # Keras-free: nothing imported before it
         _dialect.require(dialect, header["keras_version"])  # tf-keras: imported, or both sides named
+        checked = body
         if dialect == _dialect.KERAS3:
             body = _skew.adapt_body(header, body)  # a newer Keras's config keys this one lacks
         with _safe_policy.keras_safe_mode(safe_mode, dialect):
-            if safe_mode:
-                _safe_policy.vet_body(body, dialect)
+            if safe_mode:  # the configs decoded above, unless adapt_body rewrote them
+                _safe_policy.vet_body(body, dialect, decoded if body is checked else None)
             obj = _rebuild_payload.object_from_payload(header, body, safe_mode=safe_mode)
     except KerasPickleError as e:
         _skew.name_sides(e, header)  # from another Keras, backend or format: both sides named

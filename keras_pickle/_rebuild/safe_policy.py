@@ -164,13 +164,14 @@ def is_keras_builtin(obj: Any) -> bool:
     return package_of(getattr(obj, "__module__", "") or "") in KERAS_PACKAGES
 
 
-def vet_body(body: dict, dialect: str = _dialect.KERAS3) -> None:
+def vet_body(body: dict, dialect: str = _dialect.KERAS3, decoded: list | None = None) -> None:
     """Refuse, before Keras builds anything, a body whose objects stand for what safe mode refuses.
 
     ``body`` has passed the schema's checks (its custom objects are inert references). Every custom
     object is judged by :func:`~keras_pickle._reader.allowlist.refusal`, and may never be Keras's own
     (Keras names its own); every config the body holds is judged by
     :func:`~keras_pickle._reader.allowlist.judge_config`, resolved as the payload's dialect resolves it.
+    ``decoded``: those configs already decoded (what :func:`vet_names` returns), else they are decoded here.
     """
     table = body.get("custom_objects", {})
     policy = globals_policy()
@@ -190,23 +191,27 @@ def vet_body(body: dict, dialect: str = _dialect.KERAS3) -> None:
                 f"Safe mode refused {what}: recorded constructor calls are made for user classes only.", what=what
             )
     candidates, name = dialect_resolver(table, dialect), _dialect.name(dialect)
-    for text in _config_texts(body):
-        judge_config(schema.parse_config(text, "a config it holds"), policy, candidates, dialect=name)
+    for config in _decoded_configs(body) if decoded is None else decoded:
+        judge_config(config, policy, candidates, dialect=name)
 
 
-def vet_names(body: dict) -> None:
+def vet_names(body: dict) -> list:
     """What safe mode refuses in a checked body by name alone, before anything is imported for it
     (a tf-keras payload's dialect included): a Lambda or foreign-format layer spelt any way, an
-    inline Python lambda, at any depth of any config it holds."""
-    for text in _config_texts(body):
-        judge_config(schema.parse_config(text, "a config it holds"), globals_policy(), lambda node: ())
+    inline Python lambda, at any depth of any config it holds. Returns those configs decoded, for
+    :func:`vet_body`."""
+    decoded, policy = _decoded_configs(body), globals_policy()
+    for config in decoded:
+        judge_config(config, policy, lambda node: ())
+    return decoded
 
 
-def _config_texts(body: dict) -> Iterator[str]:
-    yield body["config"]
-    for held in body.get("held_optimizers") or ():
-        yield held[1]
-    yield from (body.get("compile_objects") or {}).values()
+def _decoded_configs(body: dict) -> list:
+    """Every config the body holds (the model's, held optimizers', compile objects'), decoded; never changed
+    by the judging, so one decoding serves both :func:`vet_names` and :func:`vet_body`."""
+    texts = [body["config"], *(held[1] for held in body.get("held_optimizers") or ())]
+    texts += (body.get("compile_objects") or {}).values()
+    return [schema.parse_config(text, "a config it holds") for text in texts]
 
 
 _KERAS_IMPORTS = ("keras", "keras_hub", "keras_cv", "keras_nlp")
