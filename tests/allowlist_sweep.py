@@ -109,24 +109,20 @@ def _layer(config):
     return config["config"]["layers"][-1]["config"]
 
 
-def activation(config, ref):
-    _layer(config)["activation"] = ref
-    return config
+def layer_field(field: str):
+    """A place: ``field`` of the model's last layer (an activation, initializer, regularizer, constraint)."""
+
+    def place(config, ref):
+        _layer(config)[field] = ref
+        return config
+
+    place.__name__ = field
+    return place
 
 
-def initializer(config, ref):
-    _layer(config)["kernel_initializer"] = ref
-    return config
-
-
-def regularizer(config, ref):
-    _layer(config)["kernel_regularizer"] = ref
-    return config
-
-
-def constraint(config, ref):
-    _layer(config)["kernel_constraint"] = ref
-    return config
+activation, initializer, regularizer, constraint = map(
+    layer_field, ("activation", "kernel_initializer", "kernel_regularizer", "kernel_constraint")
+)
 
 
 def learning_rate(config, ref):
