@@ -9,6 +9,8 @@ import pickle
 import keras
 import numpy as np
 import pytest
+from keras.src.models.functional import Functional
+from keras.src.saving import object_registration
 import zoo
 from helpers import assert_same_state
 
@@ -32,9 +34,23 @@ def node_specs(model: keras.Model) -> list:
     ]
 
 
+def registered_as_scikeras_does(monkeypatch) -> None:
+    """What ``pickle.dumps(model)`` does to a process that imported scikeras (which packs models by
+    registering their class): Keras's own model classes get registered names, that configs then carry."""
+    for cls in (Functional, keras.Sequential):
+        monkeypatch.setitem(object_registration.GLOBAL_CUSTOM_NAMES, cls, f">{cls.__name__}")
+        monkeypatch.setitem(object_registration.GLOBAL_CUSTOM_OBJECTS, f">{cls.__name__}", cls)
+
+
+@pytest.mark.parametrize("after_scikeras", [False, True], ids=["", "after-scikeras"])
 @pytest.mark.parametrize("build", [masked_model, zoo.sequential], ids=["functional", "sequential"])
-def test_nodes_come_from_recorded_specs_and_match_a_traced_rebuild(build, monkeypatch):
+def test_nodes_come_from_recorded_specs_and_match_a_traced_rebuild(build, after_scikeras, monkeypatch):
+    if after_scikeras:
+        registered_as_scikeras_does(monkeypatch)
     model = build()
+    if build is masked_model:  # a Sequential's config names its public module, and no registered name
+        registered = json.loads(model.__reduce_ex__(5)[1][1]["config"]).get("registered_name")
+        assert (registered or "").startswith(">") == after_scikeras, registered
     x = np.array([[3, 4, 0, 0, 0, 0], [5, 6, 7, 8, 0, 0]], "int32") if build is masked_model else zoo.data()[0]
     wired = []
     original = _graph._node

@@ -8,7 +8,8 @@ import json
 from typing import Any
 
 import keras
-from keras.src.saving import serialization_lib
+from keras.src.models.functional import Functional
+from keras.src.saving import object_registration, serialization_lib
 
 from .._keras3 import compile as _compile
 from .._keras3 import construct as _construct
@@ -196,9 +197,9 @@ def from_config(
         serialization_lib.ObjectSharingScope(),
         keras.saving.custom_object_scope(custom_objects),
     ):
-        if _is_plain_sequential(config):
+        if _is_plain_sequential(config, custom_objects):
             obj = _sequential_from_config(config, custom_objects, safe_mode=safe_mode, wire=wire)
-        elif wire and _is_plain_functional(config) and _graph.has_specs(config):
+        elif wire and _is_plain_functional(config, custom_objects) and _graph.has_specs(config):
             with serialization_lib.SafeModeScope(safe_mode):
                 obj = _graph.functional_from_config(config["config"], custom_objects)
             if config.get("compile_config"):
@@ -211,28 +212,43 @@ def from_config(
     return obj
 
 
-def _is_plain_sequential(config: Any) -> bool:
+def _is_plain_sequential(config: Any, custom_objects: dict[str, Any]) -> bool:
     return (
         isinstance(config, dict)
         and config.get("class_name") == "Sequential"
         and config.get("module") in ("keras", "keras.models", "keras.src.models.sequential")
-        and not config.get("registered_name")
+        and _names_keras_own(config, keras.Sequential, custom_objects)
         and isinstance(config.get("config"), dict)
         and "layers" in config["config"]
     )
 
 
-def _is_plain_functional(config: Any) -> bool:
+def _is_plain_functional(config: Any, custom_objects: dict[str, Any]) -> bool:
     return (
         isinstance(config, dict)
         and config.get("class_name") == "Functional"
         and config.get("module") in ("keras", "keras.models", "keras.src.models.functional")
-        and config.get("registered_name") in (None, "Functional")
+        and _names_keras_own(config, Functional, custom_objects)
         and isinstance(config.get("config"), dict)
         and "layers" in config["config"]
     )
 
 
+def _names_keras_own(config: dict, cls: type, custom_objects: dict[str, Any]) -> bool:
+    """Whether Keras resolves the ``registered_name`` of a config of one of its own modules to ``cls``.
+
+    A process that pickled a model through scikeras has Keras's ``Functional`` and ``Sequential``
+    registered as ``">Functional"`` (scikeras registers the class of each model it packs), and
+    every config written there says so. Keras resolves such a name to a custom object registered
+    under it, else, by module and class name, to its own class.
+    """
+    registered = config.get("registered_name")
+    if registered is None or registered == cls.__name__:
+        return True
+    if not isinstance(registered, str):
+        return False
+    found = object_registration.get_registered_object(registered, custom_objects)
+    return found is None or found is cls
 def _sequential_from_config(
     config: dict, custom_objects: dict[str, Any], *, safe_mode: bool, wire: bool = False
 ) -> keras.Sequential:
