@@ -6,8 +6,9 @@ with BatchNormalization and an unregistered layer) are trained, so that their op
 seed state travel and the loading side can train them on; every layer family whose config
 Keras changed between 3.8 and today has a model too, compiled but not trained (loading is
 what changed), with its default values (they must load on an older Keras) and, in
-``gated_attention``, with a value an older Keras cannot honour (it must be refused, naming
-the layer and key).
+``gated_attention`` and ``int4_dense``, with a value an older Keras cannot honour (it must be
+refused, naming the layer and key). The quantized models are trained after quantizing: the
+next step on the loading side is compared too.
 
 ``Scale`` is an unregistered custom layer in an importable module: it travels by reference.
 """
@@ -25,6 +26,7 @@ SEQ = RNG.normal(size=(16, 6, 4)).astype("float32")
 TOKENS = RNG.integers(0, 10, size=(16, 5)).astype("int32")
 IMAGES = RNG.normal(size=(16, 4, 4, 1)).astype("float32")
 CLASSES = RNG.integers(0, 3, size=(16,)).astype("int32")
+SEQ8 = RNG.normal(size=(16, 8, 3)).astype("float32")
 CORPUS = np.array(["the cat sat", "the dog ran", "a cat ran far", "dogs and cats"])
 WORDS = np.array([["cat"], ["dog"], ["the"], ["zebra"]])
 
@@ -128,11 +130,26 @@ def classifier_metrics(train):
     return model, X8, CLASSES
 
 
+def _quantized(mode, train):
+    model = keras.Sequential([keras.Input((8,)), layers.Dense(4), layers.Dense(1)], name=f"{mode}_dense")
+    model.quantize(mode)  # ValueError where this Keras lacks the mode: not built
+    return _fit(model, X8, Y1, train)
+
+
 def int8_dense(train):
-    """An int8-quantized Dense (not trained after quantizing)."""
-    model = keras.Sequential([keras.Input((8,)), layers.Dense(4), layers.Dense(1)], name="int8_dense")
-    model.quantize("int8")
-    return model, X8, None
+    """Dense layers quantized int8, then trained: Keras 3.15 writes a ``quantization_config`` that
+    an older Keras takes from the int8 dtype policy."""
+    return _quantized("int8", train)
+
+
+def float8_dense(train):
+    """Dense layers quantized float8 (scales and amax histories as variables), then trained."""
+    return _quantized("float8", train)
+
+
+def int4_dense(train):
+    """Keras 3.15's int4 (block-wise scales and zero points): Keras 3.10 and 3.8 cannot quantize int4."""
+    return _quantized("int4", train)
 
 
 def text_vectorization(train):
@@ -175,11 +192,13 @@ MODELS = {
         resizing,
         classifier_metrics,
         int8_dense,
+        float8_dense,
+        int4_dense,
         text_vectorization,
         string_lookup,
         integer_lookup,
         gated_attention,
     )
 }
-TRAINED = {"mlp", "functional_bn_custom"}
+TRAINED = {"mlp", "functional_bn_custom", "int8_dense", "float8_dense", "int4_dense"}
 """The models trained before pickling, whose training the loading side continues and compares."""

@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import pickle
 import sys
 from pathlib import Path
 
@@ -55,7 +56,26 @@ def main_by_value(train):
     return skew_models.functional_bn_custom(train, scale_class=MainScale)
 
 
-BY_VALUE = {"main_by_value": main_by_value}
+if hasattr(layers, "AdaptiveAveragePooling1D"):  # new in Keras 3.15
+
+    class MainPool(layers.AdaptiveAveragePooling1D):
+        """A class of ``__main__`` whose Keras base class an older Keras lacks: carried by value, its base by
+        reference to a module the older Keras does not have."""
+
+
+def main_newer_base(train):
+    """MainPool in a Functional; a ValueError (not built) where this Keras lacks its base class."""
+    if "MainPool" not in globals():
+        raise ValueError("this Keras has no keras.layers.AdaptiveAveragePooling1D")
+    inputs = keras.Input((8, 3))
+    model = keras.Model(inputs, layers.Dense(2)(MainPool(4)(inputs)), name="main_newer_base")
+    return model, skew_models.SEQ8, None
+
+
+BY_VALUE = {"main_by_value": main_by_value, "main_newer_base": main_newer_base}
+"""Models with a class of ``__main__``: written with ``cloudpickle.dumps`` and read with
+``safe_mode=False``; ``main_newer_base`` also written with ``keras_pickle.dumps`` and read with
+plain ``pickle.loads`` too (the ``_pickle`` outcomes of its report)."""
 TRAINED = skew_models.TRAINED | {"main_by_value"}
 
 
@@ -71,11 +91,20 @@ def can_train() -> str | None:
 
 
 def values(obj) -> list[np.ndarray]:
-    """Every variable's value, optimizer slots included, in the object's order."""
+    """Every variable's value, optimizer slots included, in the object's order; less the optimizer slots
+    of variables Keras overwrites with their gradient (:func:`unread_slots`)."""
     variables = list(obj.variables)
     if getattr(obj, "optimizer", None) is not None:
-        variables += list(obj.optimizer.variables)
+        unread = {id(v) for v in unread_slots(obj)}
+        variables += [v for v in obj.optimizer.variables if id(v) not in unread]
     return [np.asarray(keras.ops.convert_to_numpy(v.value)) for v in variables]
+
+
+def unread_slots(obj) -> list:
+    """The optimizer's slots of float8 scales and amax histories (``overwrite_with_gradient``): Keras 3.8
+    makes them and never reads or updates them, later Keras makes none."""
+    prefixes = tuple(v.path.replace("/", "_") + "_" for v in obj.variables if getattr(v, "overwrite_with_gradient", False))
+    return [v for v in obj.optimizer.variables if prefixes and v.name.startswith(prefixes)]
 
 
 def outputs(obj, x) -> np.ndarray:
@@ -95,6 +124,8 @@ def write(directory: Path, train_error: str | None) -> None:
             continue
         data = cloudpickle.dumps(obj) if name in BY_VALUE else keras_pickle.dumps(obj)
         (directory / f"{name}.pkl").write_bytes(data)
+        if name == "main_newer_base":
+            (directory / f"{name}.plain.pkl").write_bytes(keras_pickle.dumps(obj))
         arrays = {f"v{i}": value for i, value in enumerate(values(obj))}
         arrays["outputs"] = outputs(obj, x)
         if hasattr(obj, "get_vocabulary"):
@@ -121,8 +152,26 @@ def read(directory: Path, train_error: str | None) -> dict:
     return report
 
 
+def _outcome(load, data: bytes) -> dict:
+    """How ``load(data)`` failed (error type, whether keras_pickle's, message), or ``{"outcome": "loaded"}``."""
+    try:
+        load(data)
+    except Exception as e:
+        return {"outcome": type(e).__name__, "keras_pickle_error": isinstance(e, keras_pickle.KerasPickleError),
+                "message": str(e)}  # fmt: skip
+    return {"outcome": "loaded"}
+
+
 def _read_one(name: str, directory: Path, train: bool) -> dict:
     data = (directory / f"{name}.pkl").read_bytes()
+    if name == "main_newer_base":  # every way in, both writers: pickle and keras_pickle, cloudpickle and plain
+        plain = (directory / f"{name}.plain.pkl").read_bytes()
+        ways = {"pickle": pickle.loads, "keras_pickle": lambda d: keras_pickle.loads(d, safe_mode=False)}
+        return {
+            f"{writer}_{reader}": _outcome(load, payload)
+            for writer, payload in (("cloudpickle", data), ("plain", plain))
+            for reader, load in ways.items()
+        }
     expected = np.load(directory / f"{name}.npz")
     builder = {**skew_models.MODELS, **BY_VALUE}[name]
     _obj, x, y = _inputs_of(builder)
@@ -142,6 +191,8 @@ def _read_one(name: str, directory: Path, train: bool) -> dict:
     )
     result["n_variables"] = [len(saved), len(got)]
     result["outputs"] = bool(np.array_equal(outputs(obj, x), expected["outputs"]))
+    if getattr(obj, "optimizer", None) is not None:  # what no side reads: as a fresh optimizer has it
+        result["unread_slots_zero"] = all(not np.any(keras.ops.convert_to_numpy(v.value)) for v in unread_slots(obj))
     if "vocabulary" in expected:
         result["vocabulary"] = [str(w) for w in obj.get_vocabulary()] == [str(w) for w in expected["vocabulary"]]
     if "t0" in expected and train:

@@ -1,14 +1,16 @@
-"""The dump side of classes and functions carried by value: those of the main script, under plain pickle.
+"""The dump side of classes and functions carried by value: those of the main script.
 
 ``pickle`` stores a class by reference (``__main__.Gate``). A class of the main script resolves
 so only in a process running that script: Spark's broadcast (plain pickle) to executors whose
 ``__main__`` is ``pyspark.daemon``, a ``multiprocessing`` queue under ``forkserver`` from a
 notebook, a file read by another script all fail with ``AttributeError: Can't get attribute``.
-So under a plain pickler (not cloudpickle, which carries such classes by value itself), a custom
-object whose ``__module__`` is ``__main__`` or ``__mp_main__`` is written as
+So a custom object whose ``__module__`` is ``__main__`` or ``__mp_main__`` is written as
 ``keras_pickle._format.by_value(module, qualname, data)``, ``data`` being cloudpickle's bytes of
 it; :mod:`keras_pickle._rebuild.by_value` prefers the loading process's own class of that name and
-falls back to ``data``. A class or function defined inside a function of the main script (a closure
+falls back to ``data``. Under cloudpickle too, which would carry such a class by value itself:
+inline, a class whose base the loading Keras lacks would fail inside the unpickler, before the
+reconstructor could say which Keras versions differ (cloudpickle keeps one class per class
+definition across both, so identity holds). A class or function defined inside a function of the main script (a closure
 loss) travels by value too: no other process could name it. Classes of importable modules keep
 travelling by reference (small payloads, judged by name in safe mode); those defined inside a
 function of such a module keep theirs (:class:`~keras_pickle._capture.custom_objects.DefinedHere`).

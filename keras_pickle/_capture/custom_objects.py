@@ -249,9 +249,11 @@ class ByRegisteredName(InertReference):
 def portable(obj: Any) -> Any:
     """``obj`` (a class or function a payload carries) as it can travel in the pickle being written.
 
-    Defined in the main script, under a plain pickler: by value
+    Defined in the main script: by value
     (:class:`~keras_pickle._capture.by_value.ByValue`), since the loading
-    process may not run that script. Importable: as it is (pickle stores a
+    process may not run that script; under cloudpickle too, so that the
+    reconstructor, not the unpickler, meets a failure to load it (and names
+    both sides' Keras versions). Importable: as it is (pickle stores a
     reference). Otherwise (a class
     defined inside a function): by its Keras registered name where it has
     one; as it is where cloudpickle is the pickler (it stores it by value);
@@ -260,7 +262,7 @@ def portable(obj: Any) -> Any:
     round-trips within the process, and elsewhere fails with an error that
     names it and the remedies.
     """
-    if of_main_script(obj) and not cloudpickle_is_pickling():
+    if of_main_script(obj):
         return ByValue(obj)
     if importable(obj):
         return obj

@@ -27,6 +27,7 @@ from typing import Any
 import keras
 
 from .._rebuild import skew as _skew
+from .._rebuild.by_value import Unloadable
 from .._wire import schema
 from .._wire.reprs import as_text, shorten
 from ..errors import CustomObjectLoadError, KerasUnpicklingError
@@ -66,6 +67,24 @@ def payload_error(unpickler: Any, restored: int, error: BaseException) -> KerasU
     )
 
 
+def unloadable_error(header: dict, unloadable: Unloadable) -> CustomObjectLoadError:
+    """The error for a class or function the payload of ``header`` carries by value
+    (``keras_pickle._format.by_value``) that failed to unpickle here: both sides and the remedy named."""
+    class_path = header.get("class")
+    payload = "the keras_pickle payload of " + (
+        shorten(class_path, 300) if isinstance(class_path, str) else as_text(class_path)
+    )
+    missing = unloadable.missing_module
+    return CustomObjectLoadError(
+        f"Could not load {payload} ({_both_sides(header)}): unpickling {unloadable.named}, which it carries by "
+        f"value (cloudpickle), failed with {unloadable.failure}. "
+        + _by_value_remedy(header, unloadable.named, missing),
+        name=unloadable.named,
+        missing_module=missing,
+        original_error=unloadable.original_error,
+    )
+
+
 def _both_sides(header: dict) -> str:
     described = _skew.sides(header)
     if described is not None:
@@ -80,7 +99,8 @@ def _by_value_remedy(header: dict, name: str | None, missing: str | None) -> str
     if missing and missing.split(".")[0] == "keras" and written != keras.__version__:
         return (
             f"A class shipped by value refers to the modules of the Keras that pickled it (Keras {written}), "
-            f"and Keras {keras.__version__} has no module '{missing}'. {move}, or load it with Keras {written}."
+            f"and Keras {keras.__version__} has no module '{missing}'. Load it with Keras {written} or newer "
+            f"(pip install 'keras>={written}')."
         )
     if missing:
         return f"Make the module '{missing}' importable where the payload loads, or: {move}."

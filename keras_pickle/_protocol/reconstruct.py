@@ -24,7 +24,9 @@ from typing import Any
 import keras
 
 from .. import _dialect, _options
+from . import load_failure as _load_failure
 from .._keras3 import records as _records
+from .._rebuild import by_value as _by_value
 from .._rebuild import payload as _rebuild_payload
 from .._rebuild import safe_policy as _safe_policy
 from .._rebuild import skew as _skew
@@ -60,6 +62,9 @@ def restore(header, body):
     """
     try:
         header = schema.check_header(header)
+        unloadable = _by_value.first_unloadable(body)
+        if unloadable is not None:  # a class the body carries by value did not unpickle here
+            raise _load_failure.unloadable_error(header, unloadable)
         dialect = schema.dialect_of(header)
         safe_mode = _options.load_options().safe_mode
         body = schema.check_body(header, body, is_custom_object=_custom_object_check(safe_mode))

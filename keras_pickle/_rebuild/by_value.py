@@ -14,6 +14,9 @@ qualname, data)``, ``data`` being the class pickled by cloudpickle. Loading it:
    ``pickle.loads`` and ``keras_pickle.loads(safe_mode=False)`` do; safe mode refuses with
    :class:`~keras_pickle.UnsafePayloadError` unless the caller opted in with
    ``keras_pickle.loads(data, allow_by_value=True)``; nothing in ``data`` runs before that.
+   Where ``data`` fails to unpickle (a module it names is missing here: the writer's newer Keras
+   defines a base class this one lacks), the stand-in :class:`Unloadable` takes its place, and
+   the reconstructor, which knows both sides' Keras versions, raises the error.
 """
 
 from __future__ import annotations
@@ -44,8 +47,8 @@ def by_value(module: Any, qualname: Any, data: Any) -> Any:
 
     Part of the format (published as ``keras_pickle._format.by_value``); see the module docstring
     for the order it is looked for in. Raises :class:`UnsafePayloadError` when safe mode would have
-    to run ``data`` without ``allow_by_value=True``, :class:`CustomObjectLoadError` when ``data``
-    cannot be unpickled here, :class:`KerasUnpicklingError` for malformed arguments.
+    to run ``data`` without ``allow_by_value=True``, :class:`KerasUnpicklingError` for malformed
+    arguments; returns an :class:`Unloadable` when ``data`` cannot be unpickled here.
     """
     if not (isinstance(module, str) and isinstance(qualname, str) and isinstance(data, (bytes, bytearray))):
         raise KerasUnpicklingError(
@@ -66,7 +69,7 @@ def by_value(module: Any, qualname: Any, data: Any) -> Any:
                 what=named,
             )
         found = _unpickle(bytes(data), named, short)
-    if not options.safe_mode:
+    if not options.safe_mode or isinstance(found, Unloadable):
         return found
     # Only allow_by_value (the caller trusts the writer's code) makes a function the payload's own: without
     # it, a function this process's main script happens to define is judged like any other global.
@@ -96,18 +99,69 @@ def _unpickle(data: bytes, named: str, short: str) -> Any:
     try:
         found = pickle.loads(data)
     except Exception as e:
-        missing = e.name if isinstance(e, ModuleNotFoundError) and isinstance(e.name, str) else None
-        cause = f"Make the module '{missing}' importable where the payload loads, or " if missing else "Or "
-        raise CustomObjectLoadError(
-            f"Could not load {named}, which the payload carries by value (cloudpickle): unpickling it failed with "
-            f"{type(e).__name__}: {shorten(str(e), 300)}. {cause}{BY_VALUE_REMEDY.format(name=short)}.",
-            name=named,
-            missing_module=missing,
-            original_error=e,
-        ) from e
+        return Unloadable(named, short, e)
     if not isinstance(found, (type, types.FunctionType)):
         raise KerasUnpicklingError(
             f"Malformed payload: {named}, carried by value, unpickled to a {type(found).__name__}, "
             "not a class or function."
         )
     return found
+
+
+class Unloadable:
+    """What :func:`by_value` returns for a carried class or function whose ``data`` failed to unpickle here.
+
+    It does not raise there: the payload's header (the writer's Keras version) is known only to the
+    reconstructor, which finds this stand-in in the body (:func:`first_unloadable`) and raises
+    :class:`~keras_pickle.CustomObjectLoadError` naming both sides
+    (:func:`keras_pickle._protocol.load_failure.unloadable_error`). Used anyway, it raises
+    :meth:`error` with no sides named.
+    """
+
+    __slots__ = ("named", "short", "original_error")
+
+    def __init__(self, named: str, short: str, original_error: Exception):
+        self.named, self.short, self.original_error = named, short, original_error
+
+    @property
+    def missing_module(self) -> str | None:
+        e = self.original_error
+        return e.name if isinstance(e, ModuleNotFoundError) and isinstance(e.name, str) else None
+
+    @property
+    def failure(self) -> str:
+        return f"{type(self.original_error).__name__}: {shorten(str(self.original_error), 300)}"
+
+    def error(self) -> CustomObjectLoadError:
+        """The error for this stand-in where the payload's header is unknown."""
+        missing = self.missing_module
+        cause = f"Make the module '{missing}' importable where the payload loads, or " if missing else "Or "
+        return CustomObjectLoadError(
+            f"Could not load {self.named}, which the payload carries by value (cloudpickle): unpickling it failed "
+            f"with {self.failure}. {cause}{BY_VALUE_REMEDY.format(name=self.short)}.",
+            name=self.named,
+            missing_module=missing,
+            original_error=self.original_error,
+        )
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        raise self.error()
+
+    def __repr__(self) -> str:
+        return f"<{self.named}, carried by value, not loadable here>"
+
+
+def first_unloadable(body: Any, *, depth: int = 12) -> Unloadable | None:
+    """The first :class:`Unloadable` among ``body``'s dicts, lists and tuples (``depth`` levels down), else None."""
+    stack = [(body, 0)]
+    while stack:
+        node, level = stack.pop()
+        if isinstance(node, Unloadable):
+            return node
+        if level >= depth:
+            continue
+        if isinstance(node, dict):
+            stack.extend((child, level + 1) for child in [*node.keys(), *node.values()])
+        elif isinstance(node, (list, tuple)):
+            stack.extend((child, level + 1) for child in node)
+    return None

@@ -12,9 +12,15 @@ against the class this Keras resolves it to. A key that class's constructor does
   :data:`WRITER_DEFAULTS` lists (keys Keras added since 3.8, found by comparing the
   constructors of Keras 3.8, 3.10 and 3.15), or, for a key it does not list, ``None``
   (Keras's "not set"). A default means "not used", and this Keras does not use it either;
+* **translated** where the newer Keras spells a setting the older one takes in another place:
+  the ``quantization_config`` a newer Keras writes for a layer quantized with the defaults of
+  its dtype policy's mode (``Int8QuantizationConfig()`` under an ``int8`` policy,
+  ``Float8QuantizationConfig()`` under ``float8``, :data:`IMPLIED_QUANTIZATION`) is what an older
+  Keras does for that policy by itself, so it is dropped and the policy carries the mode (the
+  layer's variables are the same on both);
 * **refused** otherwise, with :class:`~keras_pickle.VersionSkewError` naming both Keras
-  versions, the object, the key, its value and the remedy (an int8 ``quantization_config``,
-  ``use_gate=True``).
+  versions, the object, the key, its value and the remedy (an int4 ``quantization_config``,
+  an int8 one with its own quantizers, ``use_gate=True``).
 
 A constructor accepts a key when it names it as a parameter, or when it takes ``**kwargs`` and
 passes them on (the next ``__init__`` of the class's MRO decides), or when that ``__init__``,
@@ -76,6 +82,19 @@ WRITER_DEFAULTS: dict[str, dict[str, Any]] = {
     "TorchModuleWrapper": {"output_shape": None},
 }
 """Per class name (as configs write it): keys added since Keras 3.8, and their default."""
+
+_ABS_MAX_INT8 = {"value_range": [-127, 127], "epsilon": 1e-07, "output_dtype": "int8"}
+IMPLIED_QUANTIZATION: dict[str, tuple[str, dict[str, Any]]] = {
+    "int8": (
+        "Int8QuantizationConfig",
+        {"weight_quantizer": None, "activation_quantizer": {"class_name": "AbsMaxQuantizer", "config": _ABS_MAX_INT8}},
+    ),
+    "float8": ("Float8QuantizationConfig", {}),
+}
+"""Per quantization mode of a dtype policy: the ``quantization_config`` (class name, config) Keras
+3.15 writes for ``quantize(mode)`` with its defaults, which is what Keras before it does for a
+layer under that policy (compared on Keras 3.8.0, 3.10.0 and 3.15.1: the same quantizers, the
+same variables)."""
 
 _QUOTED_NAME = re.compile(r"""["']([A-Za-z_]\w*)["']""")
 
@@ -183,12 +202,42 @@ def adapt_config_json(text: str, written: str, custom_objects: dict[str, Any]) -
         defaults = WRITER_DEFAULTS.get(class_name, {})
         for key in [key for key in node["config"] if key not in accepted]:
             value = node["config"][key]
-            if _is_default(value, defaults[key] if key in defaults else None) and (certain or key in defaults):
+            if key == "quantization_config" and implied_by_dtype_policy(value, node["config"].get("dtype")):
+                del node["config"][key]
+                changed = True
+            elif _is_default(value, defaults[key] if key in defaults else None) and (certain or key in defaults):
                 del node["config"][key]
                 changed = True
             elif certain:
                 raise _refusal(written, where, key, value, f" ({defaults[key]!r})" if key in defaults else "")
     return json.dumps(config) if changed else text
+
+
+def implied_by_dtype_policy(quantization_config: Any, dtype_policy: Any) -> bool:
+    """Whether ``quantization_config`` is the default one for the mode ``dtype_policy`` names
+    (:data:`IMPLIED_QUANTIZATION`), or any default one under a policy that quantizes nothing
+    (Keras 3.15 writes ``Float8QuantizationConfig`` on an Embedding that ``quantize("float8")``
+    leaves unquantized: it is never read)."""
+    if not (isinstance(quantization_config, dict) and quantization_config.get("module") == "keras.quantizers"):
+        return False
+    policy = dtype_policy.get("config") if isinstance(dtype_policy, dict) else None
+    mode = policy.get("mode") if isinstance(policy, dict) else None
+    candidates = [IMPLIED_QUANTIZATION[mode]] if mode in IMPLIED_QUANTIZATION else []
+    if mode is None and isinstance(dtype_policy, (dict, str)):
+        candidates = list(IMPLIED_QUANTIZATION.values())
+    written = _without_locations(quantization_config)
+    return any(written == {"class_name": name, "config": config} for name, config in candidates)
+
+
+def _without_locations(value: Any) -> Any:
+    """``value`` without the keys that locate its Keras objects (``module``, ``registered_name``, and the
+    ``shared_object_id`` of Keras's object sharing), for comparing what they are."""
+    if isinstance(value, dict):
+        located = ("module", "registered_name", "shared_object_id")
+        return {k: _without_locations(v) for k, v in value.items() if k not in located}
+    if isinstance(value, (list, tuple)):
+        return [_without_locations(v) for v in value]
+    return value
 
 
 def _is_default(value: Any, default: Any) -> bool:

@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 import keras
+import numpy as np
 
 from .._keras3 import backend as _backend
 from .._keras3 import convert as _convert
@@ -109,18 +110,47 @@ def apply_to_optimizer(obj: Any, state: CapturedState) -> None:
     if state.optimizer_built and not optimizer.built:
         # Its slots are created below from their saved values, not from their initializers.
         deferred = _deferred.build_optimizer(optimizer, obj.trainable_variables)
-    targets = list(optimizer.variables)
+    targets, values = list(optimizer.variables), state.optimizer_variables
     if not state.optimizer_built and optimizer.built:
         # Built anyway (by a custom compile_from_config, say; see
         # _rebuild._optimizer_left_unbuilt): the other variables keep the
         # initial values the first training step would give them.
-        targets = _unbuilt_counterparts(optimizer, len(state.optimizer_variables))
+        targets = _unbuilt_counterparts(optimizer, len(values))
     else:
         keys = _names.optimizer_variable_keys(optimizer, census.references)
-        targets = in_saved_order(targets, keys, state.optimizer_variables)
+        targets, keys, values = without_unread_slots(targets, keys, values, census.references)
+        targets = in_saved_order(targets, keys, values)
     owner = f"optimizer of {describe(obj)}"
-    assign_in_order(targets, state.optimizer_variables, owner=owner, written_backend=state.backend)
+    assign_in_order(targets, values, owner=owner, written_backend=state.backend)
     _deferred.initialize_leftovers(deferred)
+
+
+def without_unread_slots(
+    targets: list, target_keys: list[str], saved: list[tuple[str, Any]], references: list[tuple[Any, str]]
+) -> tuple[list, list[str], list[tuple[str, Any]]]:
+    """The optimizer's variables and the saved ones, less the slots of variables Keras overwrites with
+    their gradient that only one side has.
+
+    Keras never reads or updates an optimizer's slot of a variable with ``overwrite_with_gradient``
+    (a float8 layer's scales and amax histories): it filters them out before the update. Keras 3.8
+    still created such slots, later Keras creates none, so a float8 model's optimizer has more
+    variables on one side. A saved slot of that kind that holds only zeros (its value ever since it
+    was created) is dropped, and a slot the rebuilt optimizer has but the payload lacks keeps its
+    initial value: nothing the optimizer reads is lost. Anything else is left for
+    :func:`in_saved_order` and :func:`assign_in_order` to match or refuse, unchanged.
+    """
+    saved_keys = [key for key, _value in saved]
+    extra = set(saved_keys) - set(target_keys)
+    missing = set(target_keys) - set(saved_keys)
+    if not (extra or missing) or len(set(saved_keys)) != len(saved_keys) or len(set(target_keys)) != len(target_keys):
+        return targets, target_keys, saved
+    overwritten = {key for variable, key in references if getattr(variable, "overwrite_with_gradient", False)}
+    if not all(key.rpartition("/")[0] in overwritten for key in extra | missing):
+        return targets, target_keys, saved
+    if any(np.any(np.asarray(_backend.to_numpy(value))) for key, value in saved if key in extra):
+        return targets, target_keys, saved
+    kept = [(target, key) for target, key in zip(targets, target_keys) if key not in missing]
+    return [t for t, _ in kept], [k for _, k in kept], [(key, value) for key, value in saved if key not in extra]
 
 
 def in_saved_order(targets: list, target_keys: list[str], saved: list[tuple[str, Any]]) -> list:
