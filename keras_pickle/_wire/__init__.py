@@ -1,22 +1,23 @@
 """The keras_pickle wire format. Imports neither Keras nor a backend.
 
-The version written, and every version read, is :data:`.schema.FORMAT_VERSION` and the history in
-:mod:`.schema`'s docstring; what follows is the current shape.
+The specification is ``docs/format.md`` (with ``docs/format.schema.json``): every field of every
+format version, the reconstructors, the array encoding, the checksum and the limits. keras_pickle
+writes format version :data:`.schema.FORMAT_VERSION` (4) and reads versions 1 to 4; what follows is
+the current shape.
 
 A pickled Keras object is the call ``keras_pickle._format.restore(header, body)``:
 
 ``header`` (a dict of plain values, read first)
-    ``format`` ("keras_pickle"), ``format_version``, ``keras_version``,
+    ``format`` ("keras_pickle"), ``format_version``, ``dialect`` ("keras3" or
+    "tf_keras", since version 4), ``keras_version`` (that dialect's version),
     ``backend``, ``class`` (dotted path of the pickled object's class),
-    ``dialect`` ("keras3" or "tf_keras", since version 4),
     ``kind`` ("layer"; "loss", "metric" or "optimizer" for a config-only
-    payload, the latter two only as part of an object pickled under
-    ``install(allow=...)``), ``n_variables``, ``weight_bytes`` and
-    ``checksum`` (``None``, or ``"xxh3_64+header:<hex>"`` over the other
-    header fields, the body and the custom objects' names; ``"xxh3_64:<hex>"``,
-    over the body only, in format version 1).
+    payload), ``n_variables``, ``weight_bytes`` and ``checksum`` (``None``, or
+    ``"xxh3_64+header:<hex>"`` over the other header fields, the body and the
+    custom objects' names; ``"xxh3_64:<hex>"``, over the body only, in format
+    version 1).
 
-``body`` (a dict)
+``body`` (a dict; a config-only payload's holds ``config`` and ``custom_objects`` only)
     ``config``: the object's Keras config as a JSON string (including its
     build and compile configs, object-sharing ids numbered 1, 2, 3... in
     order of appearance); ``variables`` and ``optimizer_variables``: lists of
@@ -29,14 +30,15 @@ A pickled Keras object is the call ``keras_pickle._format.restore(header, body)`
     dtype policy as JSON, Keras's global policy while it is rebuilt (absent
     in format version 1); ``optimizer_built``: whether the optimizer had
     created its slots; ``layer_states``: state that layers keep outside Keras
-    variables (lookup tables, vocabularies), as ``(layer_index, [(key, dtype,
-    shape, data)], [(asset_path, bytes)])``; ``custom_objects``: the custom
-    classes and functions the config names, keyed by the names Keras looks up;
-    ``metric_variables`` (the compiled metrics' variables), ``held_optimizers``
-    (optimizers a model holds besides ``model.optimizer``: path, config, built,
-    targets, variables), ``constructed``, ``compile_call`` and
-    ``compile_objects`` (recorded constructor and ``compile()`` arguments, since
-    version 3).
+    variables (lookup tables, vocabularies), as ``(place, [(key, dtype,
+    shape, data)], [(asset_path, bytes)])``, ``place`` the layer's place in the
+    model (an int, its index in ``_flatten_layers()``, in format versions 1
+    and 2); ``custom_objects``: the custom classes and functions the config
+    names, keyed by the names Keras looks up; ``metric_variables`` (the
+    compiled metrics' variables), ``held_optimizers`` (optimizers a model holds
+    besides ``model.optimizer``: path, config, built, targets, variables),
+    ``constructed``, ``compile_call`` and ``compile_objects`` (recorded
+    constructor and ``compile()`` arguments; these five since version 3).
 
 ``data`` is the raw bytes of a C-contiguous array: a ``PickleBuffer`` under
 protocol 5, so that ``buffer_callback`` receives every weight out of band,

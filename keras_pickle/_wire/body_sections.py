@@ -71,7 +71,7 @@ def checked_arrays(body: dict, format_version: int) -> Iterable[tuple[object, st
 
 
 def check_recorded_calls(body: dict) -> None:
-    """The structure of ``constructed``, ``compile_call`` and ``compile_objects`` (format version 3)."""
+    """The structure of ``constructed``, ``compile_call`` and ``compile_objects`` (since format version 3)."""
     if "constructed" not in body:
         return
     constructed = sequence(body, "constructed")

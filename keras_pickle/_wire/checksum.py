@@ -50,7 +50,7 @@ def content_checksum(
     everything in the body, and for each custom object its key and the
     qualified name it resolves to (``custom_object_names``; by default read
     from the body's objects, or from safe mode's inert references). Not the
-    custom objects' code; of recorded constructor calls (format version 3), the qualified
+    custom objects' code; of recorded constructor calls (since format version 3), the qualified
     name of each class (``constructed_names``; by default read from the body), not the
     arguments. :data:`BODY_ONLY_CHECKSUM` covers the body, and only
     the custom objects' keys. The caller has validated ``header`` and
