@@ -43,7 +43,8 @@ def dtype_to_wire(dtype: np.dtype) -> str:
 
 
 def _is_plain(dtype: np.dtype) -> bool:
-    """A plain numeric dtype: no objects, fields or subarrays."""
+    """A plain dtype: no objects, fields or subarrays (numbers and booleans; also fixed-width strings
+    and bytes, which a lookup layer's state holds, and dates: inert data)."""
     return not (dtype.hasobject or dtype.fields is not None or dtype.subdtype is not None)
 
 
@@ -61,7 +62,7 @@ def wire_itemsize(name: object) -> int | None:
 
 
 def dtype_from_wire(name: object) -> np.dtype:
-    """The numpy dtype a wire dtype names; KerasUnpicklingError for anything but a plain numeric one."""
+    """The numpy dtype a wire dtype names; KerasUnpicklingError for anything but a plain one (:func:`_is_plain`)."""
     if not isinstance(name, str):
         raise KerasUnpicklingError(f"Invalid dtype in payload: {bounded_repr(name)}.")
     if name in EXTENSION_ITEMSIZES:
@@ -73,7 +74,9 @@ def dtype_from_wire(name: object) -> np.dtype:
     except Exception as e:  # numpy raises TypeError, ValueError or SyntaxError for junk
         raise KerasUnpicklingError(f"Invalid dtype in payload: {bounded_repr(name)}.", original_error=e) from e
     if not _is_plain(dtype):
-        raise KerasUnpicklingError(f"Refusing dtype {bounded_repr(name)}: only plain numeric dtypes are stored.")
+        raise KerasUnpicklingError(
+            f"Refusing dtype {bounded_repr(name)}: only plain dtypes (no objects, fields or subarrays) are stored."
+        )
     return dtype
 
 
