@@ -103,7 +103,8 @@ def values(obj) -> list[np.ndarray]:
 def unread_slots(obj) -> list:
     """The optimizer's slots of float8 scales and amax histories (``overwrite_with_gradient``): Keras 3.8
     makes them and never reads or updates them, later Keras makes none."""
-    prefixes = tuple(v.path.replace("/", "_") + "_" for v in obj.variables if getattr(v, "overwrite_with_gradient", False))
+    overwritten = [v for v in obj.variables if getattr(v, "overwrite_with_gradient", False)]
+    prefixes = tuple(v.path.replace("/", "_") + "_" for v in overwritten)
     return [v for v in obj.optimizer.variables if prefixes and v.name.startswith(prefixes)]
 
 

@@ -9,10 +9,10 @@ import pickle
 import keras
 import numpy as np
 import pytest
-from keras.src.models.functional import Functional
-from keras.src.saving import object_registration
 import zoo
 from helpers import assert_same_state
+from keras.src.models.functional import Functional
+from keras.src.saving import object_registration
 
 from keras_pickle._keras3 import graph as _graph
 

@@ -133,7 +133,6 @@ def test_older_to_newer(reports, version, model):
     """A payload of an older Keras loads on today's bit-exact and, where both can train, trains on identically."""
     report = reports[(version, "older_to_newer")]
     result = report["models"][model]
-    writer = report["writer"]["keras"]
     if result["outcome"] == "not written":
         assert model in {*NEWER_ONLY_FEATURES, *NEWER_ONLY_CLASSES}, result  # a feature that Keras lacks
         return

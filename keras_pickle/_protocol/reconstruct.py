@@ -24,7 +24,6 @@ from typing import Any
 import keras
 
 from .. import _dialect, _options
-from . import load_failure as _load_failure
 from .._keras3 import records as _records
 from .._rebuild import by_value as _by_value
 from .._rebuild import payload as _rebuild_payload
@@ -34,6 +33,7 @@ from .._wire import schema
 from .._wire.refs import InertReference
 from .._wire.reprs import shorten
 from ..errors import KerasPickleError, KerasUnpicklingError
+from . import load_failure as _load_failure
 
 _after_restore: list[Callable[[], None]] = []
 

@@ -249,6 +249,8 @@ def _names_keras_own(config: dict, cls: type, custom_objects: dict[str, Any]) ->
         return False
     found = object_registration.get_registered_object(registered, custom_objects)
     return found is None or found is cls
+
+
 def _sequential_from_config(
     config: dict, custom_objects: dict[str, Any], *, safe_mode: bool, wire: bool = False
 ) -> keras.Sequential:
