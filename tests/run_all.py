@@ -48,7 +48,8 @@ def install_old_keras() -> None:
 
 def pytest_args(backend: str, extra: list[str]) -> list[str]:
     marker = {"tensorflow": "not tf_keras", "tf-keras": "tf_keras"}.get(backend, "backends")
-    return [sys.executable, "-m", "pytest", "-m", marker, *extra]
+    # The slowest tests of each run are listed at its end: where the run's time goes.
+    return [sys.executable, "-m", "pytest", "-m", marker, "--durations=15", *extra]
 
 
 def run_pytest(backend: str, extra: list[str]) -> tuple[int, dict[str, int]]:
