@@ -113,3 +113,48 @@ def test_one_given_to_a_compile_of_the_models_own_is_refused_at_dumps_naming_it(
         pickle.dumps(model)
     assert str(caught.value).startswith("CustomMSE 'custom_mse' cannot be rebuilt from its config")
     assert "get_config()" in str(caught.value)
+
+
+class KwargsFactorLoss(keras.losses.Loss):
+    """A constructor of its own with ``**kwargs``, Keras's ``get_config``: the config binds but omits ``factor``."""
+
+    def __init__(self, factor=0.1, **kwargs):
+        super().__init__(**kwargs)
+        self.factor = factor
+
+    def call(self, y_true, y_pred):
+        return keras.ops.mean(keras.ops.square(y_true - y_pred), axis=-1) * self.factor
+
+
+class ConfiguredMSE(models.CustomMSE):
+    """keras.io's ``CustomMSE`` as the refusal says to write it: ``**kwargs`` and a ``get_config``."""
+
+    def __init__(self, regularization_factor=0.1, name="custom_mse", **kwargs):
+        super().__init__(regularization_factor=regularization_factor, name=name)
+
+    def get_config(self):
+        return {"regularization_factor": self.regularization_factor, "name": self.name}
+
+
+def test_a_loss_its_config_cannot_rebuild_is_refused_alone_and_its_advice_works():
+    loss = models.CustomMSE(regularization_factor=0.5)
+    for attempt in (lambda: pickle.dumps(loss), lambda: keras_pickle.dumps(loss)):
+        with pytest.raises(keras_pickle.PickleRefusedError) as refused:
+            attempt()  # it used to write a payload that failed on load with TypeError('reduction')
+        message = str(refused.value)
+        assert message.startswith("CustomMSE 'custom_mse' cannot be pickled alone"), message
+        assert "Pickle the model compiled with it" in message and "**kwargs" in message, message
+    assert copy.deepcopy(loss).regularization_factor == 0.5  # a copy in this process keeps working
+    # The advice, followed: the model compiled with it carries it ...
+    model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(1)])
+    model.compile(optimizer="sgd", loss=loss)
+    assert keras_pickle.loads(keras_pickle.dumps(model)).loss.regularization_factor == 0.5
+    # ... or the class takes **kwargs and has a get_config: it travels alone.
+    configured = ConfiguredMSE(regularization_factor=0.5)
+    assert keras_pickle.loads(keras_pickle.dumps(configured)).regularization_factor == 0.5
+
+
+def test_a_loss_whose_config_would_lose_an_argument_is_refused_alone_unless_it_kept_its_default():
+    with pytest.raises(keras_pickle.PickleRefusedError, match="does not hold factor"):
+        pickle.dumps(KwargsFactorLoss(factor=0.5))
+    assert pickle.loads(pickle.dumps(KwargsFactorLoss())).factor == 0.1  # nothing to lose

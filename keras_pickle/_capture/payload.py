@@ -9,6 +9,7 @@ from typing import Any
 from .. import _dialect
 from .._keras3 import backend as _backend
 from .._keras3 import compile as _compile
+from .._keras3 import compile_objects as _compile_objects
 from .._keras3 import construct as _construct
 from .._keras3 import records as _records
 from .._keras3 import weight_decay as _weight_decay
@@ -163,8 +164,14 @@ def layer_payload(layer: Any, protocol: int) -> tuple[dict, dict]:
 def config_payload(obj: Any, kind: str, protocol: int) -> tuple[dict, dict]:
     """The config-only payload of ``obj`` (a Loss, or an allowed metric or optimizer): config, custom objects.
 
-    Refuses an optimizer with settings its config omits (:func:`keras_pickle._keras3.weight_decay.refusal`).
+    Refuses an optimizer with settings its config omits (:func:`keras_pickle._keras3.weight_decay.refusal`),
+    and a loss, metric or schedule that its config cannot rebuild
+    (:func:`keras_pickle._keras3.compile_objects.standalone_refusal`): no payload is written that would
+    fail to load.
     """
+    why = _compile_objects.standalone_refusal(obj)
+    if why is not None:
+        raise PickleRefusedError(why, obj_type=type(obj))
     if kind == KIND_OPTIMIZER:
         why = _weight_decay.refusal(obj)
         if why is not None:

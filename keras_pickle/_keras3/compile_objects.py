@@ -124,28 +124,82 @@ def config_rebuilds(obj: Any) -> bool:
 
 def refusal(obj: Any) -> str | None:
     """Why ``obj`` (a compile object constructed before ``install()``) would not load, or None if it would."""
+    if _records.init_arguments(obj) is not None:
+        return None
+    lost = _config_failure(obj)
+    if lost is None:
+        return None
+    return (
+        f"{_named(obj)} cannot be rebuilt from its config: {lost}. "
+        "Call keras_pickle.install() before constructing it (its constructor arguments then travel with it), "
+        f"or {_REMEDY.format(cls=type(obj).__name__)}."
+    )
+
+
+def standalone_refusal(obj: Any) -> str | None:
+    """Why ``obj``, pickled alone (not inside a model), would not load, or None if it would.
+
+    A config-only payload carries no recorded constructor call: a loss or metric that only its
+    recorded arguments could rebuild travels inside the model compiled with it, not alone.
+    """
+    lost = _config_failure(obj)
+    if lost is None:
+        return None
+    return (
+        f"{_named(obj)} cannot be pickled alone: {lost}. Pickle the model compiled with it instead (its "
+        f"constructor arguments travel in the model's payload), or {_REMEDY.format(cls=type(obj).__name__)}."
+    )
+
+
+_REMEDY = (
+    "give {cls} a get_config() returning exactly its constructor arguments and accept **kwargs in __init__, "
+    "passing them to super().__init__(**kwargs)"
+)
+
+
+def _config_failure(obj: Any) -> str | None:
+    """How rebuilding ``obj`` from its config (``cls(**config)``) would fail, for a user subclass Keras
+    rebuilds that way; None when it would not fail."""
     cls = type(obj)
-    if not records_arguments(cls) or _records.init_arguments(obj) is not None:
+    if not records_arguments(cls):
         return None
     try:
         config = cls.get_config(obj)
     except Exception as e:
-        lost = f"its get_config() raises {type(e).__name__}: {e}".rstrip(": ")
-    else:
+        return f"its get_config() raises {type(e).__name__}: {e}".rstrip(": ")
+    try:
+        signature = inspect.signature(cls.__init__)
+        bound = signature.bind(None, **config)
+    except TypeError as e:
+        return f"Keras rebuilds it as {cls.__name__}(**config), which its constructor refuses ({e})"
+    except ValueError:  # no signature to read
+        return None
+    if _config_complete(cls):
+        return None
+    # Its constructor is its own, its get_config Keras's: an argument the config omits comes back as
+    # its default. Lost where it was passed (or, unrecorded, may have been).
+    omitted = [name for name in list(signature.parameters)[1:] if name not in bound.arguments]
+    recorded = _records.init_arguments(obj)
+    if recorded is not None:
+        args, kwargs = recorded
         try:
-            inspect.signature(cls.__init__).bind(None, **config)
-        except TypeError as e:
-            lost = f"Keras rebuilds it as {cls.__name__}(**config), which its constructor refuses ({e})"
-        else:
-            return None
+            passed = signature.bind(None, *args, **kwargs).arguments
+        except TypeError:
+            passed = {name: None for name in omitted}
+        omitted = [name for name in omitted if name in passed]
+    omitted = [
+        name
+        for name in omitted
+        if signature.parameters[name].kind not in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
+    ]
+    if not omitted:
+        return None
+    return f"its get_config() is Keras's, which does not hold {', '.join(omitted)} (it would come back as its default)"
+
+
+def _named(obj: Any) -> str:
     name = getattr(obj, "name", None)
-    named = f"{cls.__name__} '{name}'" if isinstance(name, str) else cls.__name__
-    return (
-        f"{named} cannot be rebuilt from its config: {lost}. "
-        "Call keras_pickle.install() before constructing it (its constructor arguments then travel with it), "
-        f"or give {cls.__name__} a get_config() returning exactly its constructor arguments and accept **kwargs "
-        "in __init__, passing them to super().__init__(**kwargs)."
-    )
+    return f"{type(obj).__name__} '{name}'" if isinstance(name, str) else type(obj).__name__
 
 
 def of_model(model: Any) -> Iterator[Any]:
