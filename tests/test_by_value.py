@@ -201,3 +201,15 @@ def test_carried_class_is_the_writers_where_the_main_script_defines_it(monkeypat
     Gate.__module__, Gate.__qualname__ = "__main__", "Gate"
     monkeypatch.setattr(sys.modules["__main__"], "Gate", Gate, raising=False)
     assert by_value("__main__", "Gate", b"never read") is Gate
+
+
+def test_a_spawn_childs_main_script_class_is_written_as_the_parent_writes_it():
+    """A ``spawn`` child runs the main script as ``__mp_main__``: its payload of the same model is the parent's
+    (``"module": null``, as Keras writes ``__main__``), so the same model has the same Dask token on both."""
+    written = {}
+    for module in ("__main__", "__mp_main__"):
+        gate = type("Gate", (keras.layers.Layer,), {"__module__": module, "call": lambda self, x: x * 2.0})
+        model = keras.Sequential([keras.Input((3,)), gate(name="gate")], name="spawned")
+        config = json.loads(model.__reduce_ex__(5)[1][1]["config"])
+        written[module] = [layer["module"] for layer in config["config"]["layers"] if layer["class_name"] == "Gate"]
+    assert written == {"__main__": [None], "__mp_main__": [None]}

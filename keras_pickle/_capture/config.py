@@ -60,6 +60,14 @@ def _serialize_with_sharing(obj: Any) -> dict:
 
 
 def config_to_json(config: dict, obj: Any) -> str:
+    """``config`` as JSON text; ``KerasPicklingError`` naming the fix where it is not JSON-serializable.
+
+    A class of the main script is written with ``"module": null``, as Keras writes it for ``__main__``,
+    also where the process runs the script as ``__mp_main__`` (a ``spawn`` child: a Dask or
+    multiprocessing worker): the same model gives the same payload, and the same Dask token, on
+    either side.
+    """
+    _main_script_modules_as_none(config)
     try:
         return json.dumps(config)
     except TypeError as e:
@@ -69,6 +77,18 @@ def config_to_json(config: dict, obj: Any) -> str:
             "or serialized Keras objects (keras.saving.serialize_keras_object).",
             original_error=e,
         ) from e
+
+
+def _main_script_modules_as_none(config: Any) -> None:
+    stack = [config]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            if node.get("module") == "__mp_main__" and "class_name" in node:
+                node["module"] = None
+            stack.extend(node.values())
+        elif isinstance(node, (list, tuple)):
+            stack.extend(node)
 
 
 def policy_json(obj: Any) -> str:
