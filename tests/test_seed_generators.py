@@ -12,6 +12,7 @@ step bit for bit.
 from __future__ import annotations
 
 import copy
+import functools
 import json
 import pickle
 
@@ -25,9 +26,17 @@ pytestmark = pytest.mark.backends  # generator states and dropout kernels are th
 CASES = sorted(seed_models.HIDDEN)
 
 
+@functools.cache
+def trained(name: str) -> keras.Model:
+    """:func:`seed_models.build`, once per case for the whole file (training the recurrent models is
+    the slow part, JAX's most of all). The tests train it on further; each compares a copy with the
+    model as it is when copied."""
+    return seed_models.build(name)
+
+
 @pytest.mark.parametrize("name", CASES)
 def test_deepcopy_gives_each_generator_its_own_state_and_trains_identically(name):
-    model = seed_models.build(name)
+    model = trained(name)
     twin = copy.deepcopy(model)
     assert seed_models.values(twin) == seed_models.values(model)
     assert seed_models.next_step(twin) == seed_models.next_step(model)
@@ -36,7 +45,7 @@ def test_deepcopy_gives_each_generator_its_own_state_and_trains_identically(name
 def test_a_fresh_process_gives_each_generator_its_own_state_and_trains_identically(tmp_path):
     expected = {}
     for i, name in enumerate(CASES):
-        model = seed_models.build(name)
+        model = trained(name)
         (tmp_path / f"{i}.pkl").write_bytes(pickle.dumps(model, protocol=5))
         expected[name] = [seed_models.values(model).copy(), seed_models.next_step(model)]
     seen = run_python(
@@ -70,12 +79,12 @@ def test_the_models_train_their_generators_so_a_swapped_state_would_show():
     """Every case's generator states differ pairwise after training, and swapping two changes the next step:
     equal values in a copy prove each state went to its own generator."""
     for name in CASES:
-        model = seed_models.build(name)
+        model = trained(name)
         states = seed_models.seed_states(model)
         assert len(states) >= 3 and len(set(states)) == len(states), name
     # Its state generator draws normal noise, which reads the state on every backend (PyTorch draws an
     # unseeded dropout from torch's global generator instead).
-    model = seed_models.build("Bidirectional cell with two generators")
+    model = trained("Bidirectional cell with two generators")
     twin = copy.deepcopy(model)
     generators = [v for v in twin.variables if v.name == "seed_generator_state"]
     first, second = (keras.ops.convert_to_numpy(v.value) for v in generators[:2])
