@@ -176,3 +176,12 @@ def test_help_and_usage_errors_answer_before_keras_or_a_backend_is_imported(tmp_
         assert result["heavy"] == [], result
     bogus = next(r for r in results if r["argv"][:2] == ["inspect", "--bogus"])
     assert "unrecognized arguments: --bogus" in bogus["out"] and "{demo,inspect,bench,check}" not in bogus["out"]
+
+
+def test_every_key_of_inspect_json_is_documented_in_the_guide():
+    from keras_pickle._inspect.report import JSON_KEYS
+
+    guide = (REPO_DIR / "docs" / "guide.md").read_text()
+    start = guide.index("With `--json`, `inspect` prints")
+    documented = guide[start : guide.index("`check --json`", start)]
+    assert [key for key in JSON_KEYS if f"`{key}`" not in documented] == []
