@@ -34,19 +34,22 @@ def node_specs(model: keras.Model) -> list:
     ]
 
 
-def registered_as_scikeras_does(monkeypatch) -> None:
+def registered_as_scikeras_does(monkeypatch, registered: bool) -> None:
     """What ``pickle.dumps(model)`` does to a process that imported scikeras (which packs models by
-    registering their class): Keras's own model classes get registered names, that configs then carry."""
+    registering their class): Keras's own model classes get registered names, that configs then carry.
+    ``registered=False``: as in a process where that never happened (whatever the tests before did)."""
     for cls in (Functional, keras.Sequential):
-        monkeypatch.setitem(object_registration.GLOBAL_CUSTOM_NAMES, cls, f">{cls.__name__}")
-        monkeypatch.setitem(object_registration.GLOBAL_CUSTOM_OBJECTS, f">{cls.__name__}", cls)
+        if registered:
+            monkeypatch.setitem(object_registration.GLOBAL_CUSTOM_NAMES, cls, f">{cls.__name__}")
+            monkeypatch.setitem(object_registration.GLOBAL_CUSTOM_OBJECTS, f">{cls.__name__}", cls)
+        else:
+            monkeypatch.delitem(object_registration.GLOBAL_CUSTOM_NAMES, cls, raising=False)
 
 
 @pytest.mark.parametrize("after_scikeras", [False, True], ids=["", "after-scikeras"])
 @pytest.mark.parametrize("build", [masked_model, zoo.sequential], ids=["functional", "sequential"])
 def test_nodes_come_from_recorded_specs_and_match_a_traced_rebuild(build, after_scikeras, monkeypatch):
-    if after_scikeras:
-        registered_as_scikeras_does(monkeypatch)
+    registered_as_scikeras_does(monkeypatch, after_scikeras)
     model = build()
     if build is masked_model:  # a Sequential's config names its public module, and no registered name
         registered = json.loads(model.__reduce_ex__(5)[1][1]["config"]).get("registered_name")
