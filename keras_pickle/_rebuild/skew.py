@@ -44,6 +44,7 @@ import sys
 from typing import Any
 
 import keras
+from keras.src.dtype_policies import QUANTIZATION_MODES
 
 from .. import _dialect
 from .._version import __version__
@@ -250,12 +251,21 @@ def _refusal(written: str, where: str, key: str, value: Any, default: str) -> Ve
         f"This payload was written by Keras {written} and cannot load on Keras {reading}: its {where} sets "
         f"{key}={shorten(bounded_repr(value), 120)}, which Keras {reading} does not support (it has no "
         f"'{key}' argument). Load it with Keras {written} or newer (pip install 'keras>={written}'), or "
-        f"write it from a model that leaves '{key}' at its default{default}.",
+        + (
+            f"write it from a model quantized with a mode Keras {reading} has ({_modes()}), at its defaults."
+            if key == "quantization_config"
+            else f"write it from a model that leaves '{key}' at its default{default}."
+        ),
         written_by=written,
         loading_on=reading,
         where=where,
         key=key,
     )
+
+
+def _modes() -> str:
+    """The quantization modes this Keras has, as ``model.quantize`` names them."""
+    return ", ".join(str(mode) for mode in QUANTIZATION_MODES)
 
 
 def _objects(config: Any):
