@@ -12,6 +12,7 @@ that the tests below read: six processes in all. This file is not marked
 
 from __future__ import annotations
 
+import concurrent.futures
 import json
 
 import numpy as np
@@ -232,12 +233,26 @@ def _cases(writer: str) -> tuple[str, ...]:
 def reports(tmp_path_factory) -> dict:
     directory = tmp_path_factory.mktemp("cross_backend")
     (directory / "xb_custom.py").write_text(CUSTOM_MODULE)
-    for writer in BACKENDS:
-        run_python(WRITER, str(directory), *_cases(writer), cwd=directory, env={"KERAS_BACKEND": writer}, timeout=900)
-    files = [f"{writer}-{case}" for writer in BACKENDS for case in _cases(writer)]
+    # The three writers, then the three readers, each side in parallel: their time is mostly imports.
+    with concurrent.futures.ThreadPoolExecutor(len(BACKENDS)) as pool:
+        written = [
+            pool.submit(
+                run_python, WRITER, str(directory), *_cases(w), cwd=directory, env={"KERAS_BACKEND": w}, timeout=900
+            )
+            for w in BACKENDS
+        ]
+        for future in written:
+            future.result()
+        files = [f"{writer}-{case}" for writer in BACKENDS for case in _cases(writer)]
+        read = [
+            pool.submit(
+                run_python, READER, str(directory), *files, cwd=directory, env={"KERAS_BACKEND": r}, timeout=900
+            )
+            for r in BACKENDS
+        ]
+        outputs = [future.result() for future in read]
     found = {}
-    for reader in BACKENDS:
-        out = run_python(READER, str(directory), *files, cwd=directory, env={"KERAS_BACKEND": reader}, timeout=900)
+    for out in outputs:
         line = next(line for line in reversed(out.splitlines()) if line.startswith("REPORT "))
         for entry in json.loads(line[len("REPORT ") :]):
             found[entry["writer"], entry["reader"], entry["case"]] = entry
