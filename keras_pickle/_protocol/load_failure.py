@@ -27,7 +27,7 @@ from typing import Any
 import keras
 
 from .._rebuild import skew as _skew
-from .._rebuild.by_value import Unloadable
+from .._rebuild.by_value import Unloadable, missing_module
 from .._wire import schema
 from .._wire.reprs import as_text, shorten
 from ..errors import CustomObjectLoadError, KerasUnpicklingError
@@ -41,12 +41,8 @@ def payload_error(unpickler: Any, restored: int, error: BaseException) -> KerasU
         return None
     index, header = headers[-1]
     after = [value for position, value in memo if position > index]
-    missing = error.name if isinstance(error, ModuleNotFoundError) and isinstance(error.name, str) else None
-    class_path = header.get("class")
-    payload = "the keras_pickle payload of " + (
-        shorten(class_path, 300) if isinstance(class_path, str) else as_text(class_path)
-    )
-    payload += f" ({_both_sides(header)})"
+    missing = missing_module(error)
+    payload = _payload_named(header)
     failure = f"{type(error).__name__}: {shorten(str(error), 300)}"
     if any(_is_cloudpickle_function(value) for value in after):
         shipped = [value for value in after if _shipped_by_value(value)]
@@ -70,19 +66,22 @@ def payload_error(unpickler: Any, restored: int, error: BaseException) -> KerasU
 def unloadable_error(header: dict, unloadable: Unloadable) -> CustomObjectLoadError:
     """The error for a class or function the payload of ``header`` carries by value
     (``keras_pickle._format.by_value``) that failed to unpickle here: both sides and the remedy named."""
-    class_path = header.get("class")
-    payload = "the keras_pickle payload of " + (
-        shorten(class_path, 300) if isinstance(class_path, str) else as_text(class_path)
-    )
-    missing = unloadable.missing_module
+    missing = missing_module(unloadable.original_error)
     return CustomObjectLoadError(
-        f"Could not load {payload} ({_both_sides(header)}): unpickling {unloadable.named}, which it carries by "
+        f"Could not load {_payload_named(header)}: unpickling {unloadable.named}, which it carries by "
         f"value (cloudpickle), failed with {unloadable.failure}. "
         + _by_value_remedy(header, unloadable.named, missing),
         name=unloadable.named,
         missing_module=missing,
         original_error=unloadable.original_error,
     )
+
+
+def _payload_named(header: dict) -> str:
+    """``"the keras_pickle payload of <class> (<both sides>)"``."""
+    class_path = header.get("class")
+    named = shorten(class_path, 300) if isinstance(class_path, str) else as_text(class_path)
+    return f"the keras_pickle payload of {named} ({_both_sides(header)})"
 
 
 def _both_sides(header: dict) -> str:

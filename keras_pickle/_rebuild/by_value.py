@@ -108,6 +108,11 @@ def _unpickle(data: bytes, named: str, short: str) -> Any:
     return found
 
 
+def missing_module(error: BaseException) -> str | None:
+    """The module a ``ModuleNotFoundError`` names, else None."""
+    return error.name if isinstance(error, ModuleNotFoundError) and isinstance(error.name, str) else None
+
+
 class Unloadable:
     """What :func:`by_value` returns for a carried class or function whose ``data`` failed to unpickle here.
 
@@ -124,17 +129,12 @@ class Unloadable:
         self.named, self.short, self.original_error = named, short, original_error
 
     @property
-    def missing_module(self) -> str | None:
-        e = self.original_error
-        return e.name if isinstance(e, ModuleNotFoundError) and isinstance(e.name, str) else None
-
-    @property
     def failure(self) -> str:
         return f"{type(self.original_error).__name__}: {shorten(str(self.original_error), 300)}"
 
     def error(self) -> CustomObjectLoadError:
         """The error for this stand-in where the payload's header is unknown."""
-        missing = self.missing_module
+        missing = missing_module(self.original_error)
         cause = f"Make the module '{missing}' importable where the payload loads, or " if missing else "Or "
         return CustomObjectLoadError(
             f"Could not load {self.named}, which the payload carries by value (cloudpickle): unpickling it failed "
@@ -151,17 +151,15 @@ class Unloadable:
         return f"<{self.named}, carried by value, not loadable here>"
 
 
-def first_unloadable(body: Any, *, depth: int = 12) -> Unloadable | None:
-    """The first :class:`Unloadable` among ``body``'s dicts, lists and tuples (``depth`` levels down), else None."""
-    stack = [(body, 0)]
-    while stack:
-        node, level = stack.pop()
-        if isinstance(node, Unloadable):
-            return node
-        if level >= depth:
-            continue
-        if isinstance(node, dict):
-            stack.extend((child, level + 1) for child in [*node.keys(), *node.values()])
-        elif isinstance(node, (list, tuple)):
-            stack.extend((child, level + 1) for child in node)
-    return None
+def first_unloadable(body: Any) -> Unloadable | None:
+    """The first :class:`Unloadable` where a payload body holds what :func:`by_value` returns, else None:
+    the values of ``custom_objects`` and the classes of ``constructed`` calls (the places the dump side's
+    :func:`~keras_pickle._capture.custom_objects.portable` writes). ``body`` is not checked yet."""
+    if not isinstance(body, dict):
+        return None
+    custom_objects = body.get("custom_objects")
+    candidates = list(custom_objects.values()) if isinstance(custom_objects, dict) else []
+    constructed = body.get("constructed")
+    if isinstance(constructed, (list, tuple)):
+        candidates += [entry[0] for entry in constructed if isinstance(entry, (list, tuple)) and entry]
+    return next((candidate for candidate in candidates if isinstance(candidate, Unloadable)), None)
