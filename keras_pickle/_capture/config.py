@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from typing import Any
 
 import keras
@@ -67,7 +68,8 @@ def config_to_json(config: dict, obj: Any) -> str:
     multiprocessing worker): the same model gives the same payload, and the same Dask token, on
     either side.
     """
-    _main_script_modules_as_none(config)
+    if "__mp_main__" in sys.modules:  # only a spawn child has classes of __mp_main__
+        _main_script_modules_as_none(config)
     try:
         return json.dumps(config)
     except TypeError as e:
