@@ -178,7 +178,12 @@ def _config_failure(obj: Any) -> str | None:
         return None
     # Its constructor is its own, its get_config Keras's: an argument the config omits comes back as
     # its default. Lost where it was passed (or, unrecorded, may have been).
-    omitted = [name for name in list(signature.parameters)[1:] if name not in bound.arguments]
+    variadic = (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
+    omitted = [
+        name
+        for name, parameter in list(signature.parameters.items())[1:]
+        if name not in bound.arguments and parameter.kind not in variadic
+    ]
     recorded = _records.init_arguments(obj)
     if recorded is not None:
         args, kwargs = recorded
@@ -187,11 +192,6 @@ def _config_failure(obj: Any) -> str | None:
         except TypeError:
             passed = {name: None for name in omitted}
         omitted = [name for name in omitted if name in passed]
-    omitted = [
-        name
-        for name in omitted
-        if signature.parameters[name].kind not in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
-    ]
     if not omitted:
         return None
     return f"its get_config() is Keras's, which does not hold {', '.join(omitted)} (it would come back as its default)"
