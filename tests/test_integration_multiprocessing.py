@@ -74,7 +74,10 @@ SCRIPT = """
         report = {}
 
         spawn = multiprocessing.get_context("spawn")
-        with spawn.Pool(2) as pool:
+        # A worker installs keras_pickle when it loads its first payload; one that builds
+        # a model before it has loaded any (the `make` task may reach a worker that took
+        # no `fit` task) needs install() itself: the guide's initializer.
+        with spawn.Pool(2, initializer=keras_pickle.install) as pool:
             trained = pool.starmap_async(fit, [(m, x, y) for m in models]).get(timeout=TIMEOUT)
             made = pool.apply_async(make, (3,)).get(timeout=TIMEOUT)
         report["spawn Pool fit"] = [compare(fit(copy.deepcopy(m), x, y), r) for m, r in zip(models, trained)]
