@@ -116,3 +116,31 @@ def test_gridsearch_over_a_prebuilt_model_scores_the_same_with_two_workers():
         search = GridSearchCV(estimator, {"optimizer__learning_rate": [0.01, 0.05]}, cv=2, n_jobs=n_jobs)
         scores.append(search.fit(x, y.ravel()).cv_results_["mean_test_score"].tolist())
     assert scores[0] == scores[1], scores
+
+
+def test_a_model_rebuilt_from_mapped_weights_frees_the_previous_one_first(tmp_path):
+    """A joblib worker's previous model, garbage held by reference cycles, is collected before the next is
+    rebuilt, so the worker does not grow by one model per task (which loky restarts as a leak); a model the
+    program still holds is kept."""
+    import gc
+    import weakref
+
+    path = tmp_path / "model.joblib"
+    joblib.dump(big_model(), path)
+    gc.collect()
+    gc.disable()  # only keras_pickle collects here
+    try:
+        first = joblib.load(path, mmap_mode="r")
+        held_by_cycles = weakref.ref(first)
+        del first
+        assert held_by_cycles() is not None, "the model had no reference cycle: nothing to show"
+        second = joblib.load(path, mmap_mode="r")
+        assert held_by_cycles() is None, "the previous model was still in memory when the next was rebuilt"
+        kept = weakref.ref(second)
+        third = joblib.load(path, mmap_mode="r")
+        assert kept() is second and third is not second  # what the program holds stays
+        assert_same_state(second, third)
+        in_memory = joblib.load(tmp_path.joinpath("model.joblib"))  # not mapped: nothing collected for it
+        assert in_memory is not None and kept() is second
+    finally:
+        gc.enable()

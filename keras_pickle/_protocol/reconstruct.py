@@ -27,6 +27,7 @@ from .. import _dialect, _options
 from .._keras3 import records as _records
 from .._rebuild import by_value as _by_value
 from .._rebuild import payload as _rebuild_payload
+from .._rebuild import reclaim as _reclaim
 from .._rebuild import safe_policy as _safe_policy
 from .._rebuild import skew as _skew
 from .._wire import schema
@@ -76,7 +77,12 @@ def restore(header, body):
         with _safe_policy.keras_safe_mode(safe_mode, dialect):
             if safe_mode:  # the configs decoded above, unless adapt_body rewrote them
                 _safe_policy.vet_body(body, dialect, decoded if body is checked else None)
+            mapped = _reclaim.has_mapped_weights(body.get("variables") or ())
+            if mapped:  # a joblib worker: the previous task's model goes before this one comes
+                _reclaim.before_rebuild()
             obj = _rebuild_payload.object_from_payload(header, body, safe_mode=safe_mode)
+            if mapped:
+                _reclaim.rebuilt(obj)
     except KerasPickleError as e:
         _skew.name_sides(e, header)  # from another Keras, backend or format: both sides named
         raise
