@@ -118,13 +118,17 @@ def test_gridsearch_over_a_prebuilt_model_scores_the_same_with_two_workers():
     assert scores[0] == scores[1], scores
 
 
-def test_a_model_rebuilt_from_mapped_weights_frees_the_previous_one_first(tmp_path):
+def test_a_model_rebuilt_from_mapped_weights_frees_the_previous_one_first(tmp_path, monkeypatch):
     """A joblib worker's previous model, garbage held by reference cycles, is collected before the next is
     rebuilt, so the worker does not grow by one model per task (which loky restarts as a leak); a model the
-    program still holds is kept."""
+    program still holds is kept, and a program that keeps every model it loads stops paying full collections."""
     import gc
     import weakref
 
+    from keras_pickle._rebuild import reclaim
+
+    monkeypatch.setattr(reclaim, "_rebuilt_from_mapped", weakref.WeakSet())
+    monkeypatch.setattr(reclaim, "_full_collection_frees", True)
     path = tmp_path / "model.joblib"
     joblib.dump(big_model(), path)
     gc.collect()
@@ -140,7 +144,12 @@ def test_a_model_rebuilt_from_mapped_weights_frees_the_previous_one_first(tmp_pa
         third = joblib.load(path, mmap_mode="r")
         assert kept() is second and third is not second  # what the program holds stays
         assert_same_state(second, third)
+        generations = []
+        collect = gc.collect
+        monkeypatch.setattr(gc, "collect", lambda *args: (generations.append(args), collect(*args))[1])
+        fourth = joblib.load(path, mmap_mode="r")  # the program holds every model: young generations only
+        assert generations == [(1,)] and kept() is second and fourth is not third
         in_memory = joblib.load(tmp_path.joinpath("model.joblib"))  # not mapped: nothing collected for it
-        assert in_memory is not None and kept() is second
+        assert in_memory is not None and generations == [(1,)]
     finally:
         gc.enable()

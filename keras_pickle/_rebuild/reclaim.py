@@ -10,9 +10,11 @@ grew by more than 300 MB since its first task, which costs importing the backend
 per restart, for a model whose rebuild takes milliseconds.
 
 So before a rebuild from mapped weights, if a model rebuilt that way earlier is still alive, the
-garbage is collected: the young generations first (a fraction of a millisecond), everything only
-when that did not free it (a quarter of a second with TensorFlow imported). A model that survives
-a full collection is held by the program; it is not looked at again. Nothing happens for any
+garbage is collected: the young generations first (a fraction of a millisecond), everything when
+that did not free it (a quarter of a second with TensorFlow imported). A model still alive after
+that is held by the program and is not looked at again; and once a full collection has freed none
+of them (a program that keeps every model it loads), later rebuilds collect only the young
+generations, so such a program does not pay a full collection per load. Nothing happens for any
 other payload, nor in a process that never loaded one from mapped weights.
 """
 
@@ -28,6 +30,9 @@ import numpy as np
 _rebuilt_from_mapped: weakref.WeakSet = weakref.WeakSet()
 """Models rebuilt from mapped weights that no collection has yet found held."""
 
+_full_collection_frees = True
+"""Whether the last full collection freed a model rebuilt from mapped weights (see the module docstring)."""
+
 
 def has_mapped_weights(entries: Iterable[Any]) -> bool:
     """Whether a body's ``variables`` entries (``(path, dtype, shape, data)``) hold memory-mapped data."""
@@ -36,12 +41,15 @@ def has_mapped_weights(entries: Iterable[Any]) -> bool:
 
 def before_rebuild() -> None:
     """Collect the garbage of the models rebuilt earlier from mapped weights, if any is still alive."""
+    global _full_collection_frees
     if not _rebuilt_from_mapped:
         return
     gc.collect(1)
-    if _rebuilt_from_mapped:
+    if _rebuilt_from_mapped and _full_collection_frees:
+        alive = len(_rebuilt_from_mapped)
         gc.collect()
-        _rebuilt_from_mapped.clear()  # what survived is held by the program
+        _full_collection_frees = len(_rebuilt_from_mapped) < alive
+    _rebuilt_from_mapped.clear()  # what survived is held by the program
 
 
 def rebuilt(obj: Any) -> None:
