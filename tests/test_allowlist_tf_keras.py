@@ -91,3 +91,43 @@ def test_an_unregistered_function_loads_when_the_caller_names_it(parts):
     loaded = keras_pickle.loads(data, custom_objects={"halve": halve})
     x = np.ones((2, 3), "float32")
     assert np.array_equal(loaded.predict(x, verbose=0), model.predict(x, verbose=0))
+
+
+def _touching_lambda(marker):
+    """tf-keras's stored form of a lambda that creates ``marker`` when called (what ``func_dump`` writes)."""
+    func_dump = tf_keras.src.utils.generic_utils.func_dump
+    return func_dump(eval(f"lambda *args: open({str(marker)!r}, 'w')"))  # noqa: S307
+
+
+@pytest.mark.parametrize(
+    "wrapper, field",
+    [("ResidualWrapper", "residual_fn"), ("DropoutWrapper", "dropout_state_filter_visitor"), ("Foo", "anything")],
+)
+@pytest.mark.parametrize("spelling", ["legacy, no module", "public module", "registered name only"])
+def test_bytecode_in_an_rnn_cell_wrapper_is_refused_however_spelt_at_every_depth(tmp_path, parts, wrapper, field, spelling):
+    marker = tmp_path / "m"
+    cell = {"class_name": "SimpleRNNCell", "config": {"name": "c", "units": 3}}
+    inner = {"cell": cell, field: _touching_lambda(marker), f"{field}_type": "lambda", f"{field}_module": None}
+    wrapped = {**redteam.REFUSED_LAYER_SPELLINGS[spelling](wrapper), "config": inner}
+    rnn = {"class_name": "RNN", "config": {"name": "r", "cell": wrapped}}
+    for depth in redteam.DEPTHS:
+        error = assert_refused(with_last_layer(parts, redteam.nest(depth, rnn), {}), marker, keras_pickle.LambdaLayerError)
+        assert repr(field) in str(error) and "safe_mode=False" in str(error)
+        assert not marker.exists()
+
+
+def test_a_cell_wrapper_lambda_as_users_write_it_is_refused_and_loads_with_safe_mode_off():
+    wrappers = tf_keras.src.layers.rnn.cell_wrappers
+    tf_keras.utils.set_random_seed(0)
+    cell = wrappers.ResidualWrapper(tf_keras.layers.SimpleRNNCell(3), residual_fn=lambda i, o: o * 2.0 + i)
+    model = tf_keras.Sequential([tf_keras.Input((2, 3)), tf_keras.layers.RNN(cell), tf_keras.layers.Dense(1)])
+    data = keras_pickle.dumps(model)
+    with pytest.raises(keras_pickle.LambdaLayerError, match="safe_mode=False") as info:
+        keras_pickle.loads(data)
+    assert "residual_fn" in str(info.value)
+    assert keras_pickle.inspect(data).lambda_layers == ("<Python lambda in 'residual_fn'>",)
+    loaded = keras_pickle.loads(data, safe_mode=False)  # the advice, followed
+    x = np.linspace(-1, 1, 12, dtype="float32").reshape(2, 2, 3)
+    assert np.array_equal(loaded.predict(x, verbose=0), model.predict(x, verbose=0))
+    for ours, theirs in zip(loaded.weights, model.weights, strict=True):
+        assert np.array_equal(ours.numpy(), theirs.numpy())

@@ -220,25 +220,30 @@ def config_refusals(
     spellings).
 
     Every node with a string ``class_name`` is judged: a Lambda or foreign-format layer named any way is
-    refused by its name first (no lookup can make it safe); an inline Python lambda is refused; then
+    refused by its name first (no lookup can make it safe); Python code stored anywhere else
+    (:func:`keras_pickle._wire.configs.inline_code`, in any dict) is refused; then
     every object ``candidates`` says the dialect's deserializer could resolve the node to (with the
     payload's custom objects applied) is judged, so a name that resolves through a custom object, a
     registered name, Keras's legacy layer namespace or a module is refused wherever it leads. An
     error ``candidates`` raises (a module Keras would import) is one of the refusals.
     """
-    for node in configs.named_nodes(config):
-        kind = configs.refused_layer_spelt(node)
+    for node in configs.iter_nodes(config):
+        named = isinstance(node.get("class_name"), str)
+        kind = configs.refused_layer_spelt(node) if named else None
         if kind is not None:
             yield _layer_refusal(node, kind, dialect)
             continue
-        if node["class_name"] == "__lambda__":
-            what = "an inline Python lambda"
+        code = configs.inline_code(node)
+        if code is not None:
+            what = "an inline Python lambda" if code.field is None else f"a Python lambda stored as {code.field!r}"
             yield LambdaLayerError(
                 f"Safe mode refused {what} in the {dialect} config: loading it would run the Python code stored in "
                 "the payload. If you trust the source of this payload, load it with "
                 "keras_pickle.loads(data, safe_mode=False).",
                 what=what,
             )
+            continue
+        if not named:
             continue
         try:
             for obj, carried in candidates(node):

@@ -99,23 +99,47 @@ def _is_lambda_layer(node: dict) -> bool:
 
 
 class LambdaCode(NamedTuple):
-    """Python code stored in a config: a Lambda layer (``layer`` is its name) or an inline lambda."""
+    """Python code stored in a config: a Lambda layer (``layer`` is its name) or an inline lambda
+    (``field``: the config key holding it, ``None`` for Keras's ``__lambda__`` object)."""
 
     layer: str | None
+    field: str | None = None
 
     def __str__(self) -> str:
-        return "<inline Python lambda>" if self.layer is None else self.layer
+        if self.layer is not None:
+            return self.layer
+        return "<inline Python lambda>" if self.field is None else f"<Python lambda in {self.field!r}>"
+
+
+def stored_code_field(node: dict) -> str | None:
+    """The key of ``node`` whose value a deserializer loads as Python bytecode, spelt as tf-keras spells
+    one: a key ``K`` beside ``K_type`` set to ``"lambda"`` (its RNN cell wrappers' ``residual_fn`` and
+    ``dropout_state_filter_visitor``, a Lambda layer's ``function`` and ``output_shape``), whatever
+    class the node belongs to; ``None`` when it has none."""
+    for key, value in node.items():
+        if value == "lambda" and isinstance(key, str) and key.endswith("_type") and key[: -len("_type")] in node:
+            return key[: -len("_type")]
+    return None
+
+
+def inline_code(node: dict) -> LambdaCode | None:
+    """The Python code ``node`` itself stores outside a Lambda layer: Keras's ``__lambda__`` object, or
+    a :func:`stored_code_field`; ``None`` when it stores none."""
+    if node.get("class_name") == "__lambda__":
+        return LambdaCode(None)
+    field = stored_code_field(node)
+    return None if field is None else LambdaCode(None, field)
 
 
 def lambdas(config: Any) -> list[LambdaCode]:
     """The Lambda layers (spelt any way, with or without a module), and the inline Python lambdas
-    outside them, in document order."""
+    outside them (:func:`inline_code`), in document order."""
     found = []
-    for node in iter_nodes(config, descend=lambda n: not (_is_lambda_layer(n) or n.get("class_name") == "__lambda__")):
+    for node in iter_nodes(config, descend=lambda n: not (_is_lambda_layer(n) or inline_code(n))):
         if _is_lambda_layer(node):
             found.append(LambdaCode(layer_name(node)))
-        elif node.get("class_name") == "__lambda__":
-            found.append(LambdaCode(None))
+        elif (code := inline_code(node)) is not None:
+            found.append(code)
     return found
 
 
