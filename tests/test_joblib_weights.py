@@ -18,6 +18,7 @@ from helpers import assert_same_predictions, assert_same_state
 
 import keras_pickle
 from keras_pickle import _pickling_context
+from keras_pickle._keras3.backend import to_numpy
 from keras_pickle._wire import arrays
 
 pytestmark = pytest.mark.backends  # tests/run_all.py runs this file on every backend
@@ -90,6 +91,37 @@ def test_a_parallel_task_sees_the_state_at_dispatch_and_never_another_tasks_chan
     assert first == [before] * 4
     assert bumped == [bumped_once] * 6  # each from the dispatched state, none from another task's change
     assert second == [joblib_tasks.kernel_sum(model)] * 4 and second[0] != before
+
+
+def test_fit_in_the_parent_between_two_calls_reaches_the_next_tasks_and_only_that():
+    model = big_model()
+    x = np.random.default_rng(1).normal(size=(16, 256)).astype("float32")
+    with joblib.Parallel(n_jobs=2, max_nbytes="64K") as parallel:
+        first = parallel(joblib.delayed(joblib_tasks.kernel_sum)(model) for _ in range(2))
+        model.fit(x, x[:, :1], epochs=1, batch_size=8, verbose=0)  # the optimizer's own updates, jit-compiled
+        second = parallel(joblib.delayed(joblib_tasks.state_sum)(model) for _ in range(2))
+    assert first[0] != joblib_tasks.kernel_sum(model)
+    assert second == [joblib_tasks.state_sum(model)] * 2
+
+
+def test_an_unchanged_weight_is_handed_over_as_the_same_array(monkeypatch):
+    """joblib writes an array once per object: an unchanged weight must be the same array in the next
+    task's pickle, a changed one a new array holding the new value."""
+    from keras_pickle._capture import array_store
+
+    model, store = big_model(), joblib_tasks.Store()
+    kernel = model.layers[0].kernel
+    first = array_store.wire_data(store, model, kernel.path, to_numpy(kernel))
+    if keras.backend.backend() in ("tensorflow", "jax"):  # a view of the variable's own buffer: no byte is read
+        monkeypatch.setattr(array_store.np, "array_equal", None)
+    again = array_store.wire_data(store, model, kernel.path, to_numpy(kernel))
+    assert again is first and not first.flags.writeable
+    monkeypatch.undo()
+    kernel.assign(kernel * 2.0)
+    changed = array_store.wire_data(store, model, kernel.path, to_numpy(kernel))
+    assert changed is not first
+    assert np.array_equal(changed.view("float32").reshape(kernel.shape), keras.ops.convert_to_numpy(kernel))
+    assert np.array_equal(first.view("float32").reshape(kernel.shape) * 2.0, changed.view("float32").reshape(kernel.shape))
 
 
 def test_every_other_pickler_writes_the_payload_it_wrote_before():

@@ -28,7 +28,14 @@ _lock = threading.Lock()
 
 def wire_data(store: Any, owner: Any, key: str, value: np.ndarray) -> np.ndarray:
     """The bytes of ``value`` (a snapshot of weight ``key`` of ``owner``) as a read-only, C-contiguous uint8
-    array: the very array handed to ``store`` for this weight before when the bytes are unchanged."""
+    array: the very array handed to ``store`` for this weight before when the bytes are unchanged.
+
+    ``value`` must be a snapshot (:func:`keras_pickle._keras3.backend.to_numpy`: nothing changes it later).
+    Unchanged is decided without reading the bytes where the snapshot is the memory handed over before
+    (TensorFlow's copy-on-write reads and JAX's immutable arrays on the CPU are views of the variable's
+    buffer, and the kept array holds that buffer, so a variable assigned since has another one); else by
+    comparing the bytes (a PyTorch clone, a transfer from a device).
+    """
     flat = np.ascontiguousarray(value).reshape(-1).view(np.uint8)
     if flat.nbytes < MIN_BYTES:
         return _read_only(flat)
@@ -38,11 +45,16 @@ def wire_data(store: Any, owner: Any, key: str, value: np.ndarray) -> np.ndarray
         return _read_only(flat)
     with _lock:
         entry = kept.get((id(owner), key))
-        if entry is not None and entry[0]() is owner and np.array_equal(entry[1], flat):
+        if entry is not None and entry[0]() is owner and (_same_memory(entry[1], flat) or np.array_equal(entry[1], flat)):
             return entry[1]
-        snapshot = _read_only(np.array(flat, copy=True))
-        kept[(id(owner), key)] = (weakref.ref(owner), snapshot)
-        return snapshot
+        handed = _read_only(flat)  # a snapshot already: handed over as it is, never copied again
+        kept[(id(owner), key)] = (weakref.ref(owner), handed)
+        return handed
+
+
+def _same_memory(kept: np.ndarray, flat: np.ndarray) -> bool:
+    """Whether ``flat`` is the memory ``kept`` (alive, so no other array can start at its address) views."""
+    return kept.nbytes == flat.nbytes and kept.ctypes.data == flat.ctypes.data
 
 
 def _read_only(array: np.ndarray) -> np.ndarray:
