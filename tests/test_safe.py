@@ -312,3 +312,30 @@ def test_keys_that_would_take_exponential_time_to_hash_are_refused(container):
     flat = b"\x80\x04" + container(text("name")) + b"."
     with pytest.raises(keras_pickle.NotAPayloadError):  # a plain container: well formed, just no payload
         keras_pickle.loads(flat)
+
+
+def _dtype_state_payload(fields_dtype: bytes, flags: int, then: bytes = b"") -> bytes:
+    """numpy.dtype("V8") completed by a BUILD whose state lays a field of ``fields_dtype`` at offset 0,
+    with ``flags`` (numpy's __setstate__ checks neither), followed by ``then`` (which uses the dtype)."""
+    p = pickle
+
+    def text(x):
+        b = x.encode()
+        return p.BINUNICODE + len(b).to_bytes(4, "little") + b
+
+    def number(x):
+        return p.BININT + int(x).to_bytes(4, "little", signed=True)
+
+    dtype_of = p.GLOBAL + b"numpy\ndtype\n" + text(fields_dtype.decode()) + p.TUPLE1 + p.REDUCE
+    state = (p.MARK + number(3) + text("|") + p.NONE + text("a") + p.TUPLE1
+             + p.EMPTY_DICT + text("a") + dtype_of + number(0) + p.TUPLE2 + p.SETITEM
+             + number(8) + number(1) + number(flags) + p.TUPLE + p.BUILD)  # fmt: skip
+    return p.GLOBAL + b"numpy\ndtype\n" + text("V8") + p.TUPLE1 + p.REDUCE + state + then
+
+
+@pytest.mark.parametrize("flags", [0x3F, 0], ids=["object field", "object field whose flags say none"])
+def test_a_dtype_state_that_lays_objects_over_bytes_is_refused(flags):
+    """An object field over raw payload bytes is a pointer the payload chooses (a crash at least)."""
+    data = b"\x80\x04" + _dtype_state_payload(b"O", flags) + b"."
+    with pytest.raises(keras_pickle.UnsafePayloadError, match="numpy dtype"):
+        keras_pickle.loads(data)

@@ -179,6 +179,7 @@ def _checked_reconstruct(subtype: Any, shape: Any, dtype: Any) -> np.ndarray:
             "numpy's own pickles start from an empty array of a plain dtype.",
             what="numpy.core.multiarray._reconstruct",
         )
+    _check_plain_dtype(dtype, "_reconstruct")
     return np.ndarray(tuple(dims), dtype)  # what _reconstruct(ndarray, shape, dtype) does
 
 
@@ -193,7 +194,42 @@ def _latin1_encode(text: Any, encoding: Any = "utf-8", errors: Any = "strict") -
     return text.encode("latin-1")
 
 
+def _check_plain_dtype(dtype: Any, what: str) -> None:
+    """Refuse a dtype that numpy would not build from its own description: numpy's ``__setstate__`` of a
+    dtype checks neither overlapping fields nor flags, and an object field laid over raw bytes, or one
+    whose flags say it holds no objects, is a pointer chosen by the payload. Python objects are refused."""
+
+    def rebuilt() -> list:
+        found = []
+        for build in (lambda: np.dtype(dtype.descr if dtype.fields else dtype.str), lambda: np.dtype(dtype.type)):
+            try:
+                found.append(build())
+            except Exception:  # noqa: BLE001  (overlapping fields, a type numpy cannot rebuild by itself)
+                pass
+        return found
+
+    same = [d for d in rebuilt() if d == dtype and d.flags == dtype.flags and d.itemsize == dtype.itemsize]
+    if not same or same[0].hasobject or dtype.hasobject:
+        raise UnsafePayloadError(
+            f"Safe mode refused a numpy dtype made by {what}: keras_pickle payloads hold dtypes numpy builds from "
+            "their own description (no overlapping fields, no Python objects, numpy's own flags).",
+            what=f"numpy dtype ({what})",
+        )
+
+
+def _checked_frombuffer(buffer: Any, dtype: Any, shape: Any, order: Any) -> np.ndarray:
+    """numpy's ``_frombuffer`` (protocol 5 arrays) for a plain dtype only."""
+    if not isinstance(dtype, np.dtype):
+        raise UnsafePayloadError(
+            f"Safe mode refused numpy _frombuffer with dtype {bounded_repr(dtype)}: not a numpy dtype.",
+            what="numpy._core.numeric._frombuffer",
+        )
+    _check_plain_dtype(dtype, "_frombuffer")
+    return np.frombuffer(buffer, dtype=dtype).reshape(shape, order=order)
+
+
 _CHECKED_CALLABLES = {
+    ("numpy._core.numeric", "_frombuffer"): _checked_frombuffer,
     ("numpy._core.multiarray", "_reconstruct"): _checked_reconstruct,
     ("numpy", "ndarray"): _NDARRAY,
     ("_codecs", "encode"): _latin1_encode,
@@ -241,6 +277,8 @@ class SafeUnpickler(pickle._Unpickler):
                 what="BUILD",
             )
         pickle._Unpickler.load_build(self)
+        built = target.dtype if isinstance(target, np.ndarray) else target
+        _check_plain_dtype(built, "BUILD")
 
     # Dict keys and set items are hashed on insertion, and hashing a tuple
     # hashes its items: a tuple nested in itself 40 times through memo
