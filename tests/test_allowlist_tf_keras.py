@@ -131,3 +131,33 @@ def test_a_cell_wrapper_lambda_as_users_write_it_is_refused_and_loads_with_safe_
     assert np.array_equal(loaded.predict(x, verbose=0), model.predict(x, verbose=0))
     for ours, theirs in zip(loaded.weights, model.weights, strict=True):
         assert np.array_equal(ours.numpy(), theirs.numpy())
+
+
+def test_a_lambda_named_by_a_typespec_spec_name_is_refused(tmp_path, parts):
+    """tf-keras resolves a __typespec__ node's class by its spec_name ("layers.Lambda"), any module."""
+    marker = tmp_path / "m"
+    fn = {"module": "joblib.memory", "class_name": "function", "config": "pydoc.pipepager", "registered_name": None}
+    lam = {"class_name": "__typespec__", "module": "tf_keras", "spec_name": "layers.Lambda", "registered_name": "x",
+           "config": {"name": "l", "function": fn, "function_type": "function", "module": None,
+                      "output_shape": None, "output_shape_type": "raw", "output_shape_module": None,
+                      "arguments": {"cmd": f"touch {marker}"}}}  # fmt: skip
+    cell = {"class_name": "SimpleRNNCell", "config": {"name": "c", "units": 3}}
+    wrapper = {"class_name": "ResidualWrapper",
+               "config": {"cell": cell, "residual_fn": lam, "residual_fn_type": "function", "residual_fn_module": None}}  # fmt: skip
+    rnn = {"class_name": "RNN", "config": {"name": "r", "cell": wrapper}}
+    assert_refused(with_last_layer(parts, rnn, {}), marker, keras_pickle.LambdaLayerError)
+
+
+@pytest.mark.parametrize("place", ["activation", "kernel_regularizer"])
+def test_a_function_reached_through_a_dotted_name_in_an_imported_module_is_refused(tmp_path, parts, place):
+    """tf-keras resolves "a.b" in a module as attribute b of its attribute a: joblib.memory holds pydoc."""
+    import joblib.memory  # noqa: F401
+
+    header, body = parts
+    node = {"module": "joblib.memory", "class_name": "function", "config": "pydoc.pipepager", "registered_name": None}
+
+    def edit(config):
+        config["config"]["layers"][-1]["config"][place] = node
+
+    error = assert_refused(redteam.craft(header, redteam.edit_config(body, edit)), tmp_path / "m")
+    assert "pipepager" in str(error)

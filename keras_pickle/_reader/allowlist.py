@@ -206,6 +206,18 @@ def current_policy() -> tuple[GlobalsPolicy, Callable[[dict, str], Candidates]] 
     return policy(), resolver
 
 
+def dotted_attribute(namespace: dict, dotted: str) -> Any:
+    """What ``getattr`` along ``dotted`` from ``namespace`` (a module's ``vars()``) reaches, read through
+    modules' and classes' own ``__dict__`` only (no property or ``__getattr__`` runs); ``None`` if nothing."""
+    first, *rest = dotted.split(".")
+    obj = namespace.get(first)
+    for part in rest:
+        if not isinstance(obj, (types.ModuleType, type)):
+            return None
+        obj = vars(obj).get(part)
+    return obj
+
+
 def judge_config(config: Any, policy: GlobalsPolicy, candidates: Candidates, *, dialect: str = "Keras") -> None:
     """Raise the first of :func:`config_refusals`: what safe mode refuses in a decoded config."""
     for error in config_refusals(config, policy, candidates, dialect=dialect):

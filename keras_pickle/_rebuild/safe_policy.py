@@ -31,6 +31,7 @@ from .._reader.allowlist import (
     Candidates,
     GlobalsPolicy,
     exported_functions,
+    dotted_attribute,
     judge_config,
     package_of,
     provide_policy,
@@ -271,6 +272,8 @@ def resolver(table: dict[str, Any], caller_objects: dict[str, Any]) -> Candidate
                 )
             for name in names:
                 yield vars(loaded).get(name), False
+            for dotted in configs.dotted_names(node):
+                yield dotted_attribute(vars(loaded), dotted), False
 
     return candidates
 

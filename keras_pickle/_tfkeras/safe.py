@@ -16,7 +16,7 @@ import sys
 from collections.abc import Iterator
 from typing import Any
 
-from .._reader.allowlist import Candidates, exported_functions
+from .._reader.allowlist import Candidates, dotted_attribute, exported_functions
 from .._wire import configs
 from .._wire.refs import is_carried, unwrap
 from .._wire.reprs import bounded_repr
@@ -119,6 +119,8 @@ def resolver(table: dict[str, Any], caller_objects: dict[str, Any]) -> Candidate
             )
         for name in names:
             yield vars(loaded).get(name), False
+        for dotted in configs.dotted_names(node):
+            yield dotted_attribute(vars(loaded), dotted), False
 
     return candidates
 

@@ -60,10 +60,12 @@ def named_nodes(config: Any) -> Iterator[dict]:
 
 def spellings(node: dict) -> list[str]:
     """Every name a Keras lookup could resolve ``node`` by, in either dialect: its class name (a
-    function node's function name), its registered name, and each one's part after ``>`` (a
+    function node's function name), its ``spec_name``, its registered name, and each one's part after ``>`` (a
     registered package) and after the last dot (a dotted path), without repeats."""
     class_name, inner = node.get("class_name"), node.get("config")
     names = [inner if class_name == "function" and isinstance(inner, str) else class_name]
+    if isinstance(node.get("spec_name"), str):  # tf-keras and Keras resolve a __typespec__ node by it
+        names.append(node["spec_name"])
     registered = node.get("registered_name")
     if isinstance(registered, str) and not (class_name == registered == "function"):
         names.append(registered)  # Keras 3 writes a registered function's registered_name as "function"
@@ -75,6 +77,12 @@ def spellings(node: dict) -> list[str]:
             if variant and variant not in found:
                 found.append(variant)
     return found
+
+
+def dotted_names(node: dict) -> list[str]:
+    """The names of :func:`spellings` that hold a dot: tf-keras resolves ``"a.b"`` in a module as
+    attribute ``b`` of its attribute ``a``."""
+    return [name for name in spellings(node) if "." in name]
 
 
 def refused_layer_spelt(node: dict) -> str | None:
