@@ -546,7 +546,7 @@ def test_configs_that_read_files_or_load_saved_models_are_refused(tmp_path):
     reads_a_file = forged_sequential(
         {"module": "keras.layers", "class_name": "StringLookup", "config": {"vocabulary": str(secret)}}
     )
-    with pytest.raises(keras_pickle.KerasUnpicklingError, match="vocabulary file outside of the model archive"):
+    with pytest.raises(keras_pickle.KerasUnpicklingError, match="vocabulary file"):
         keras_pickle.loads(reads_a_file)
     # Without safe mode Keras reads it: that is what safe_mode=False trusts.
     assert "hunter2" in keras_pickle.loads(reads_a_file, safe_mode=False).layers[0].get_vocabulary()

@@ -428,3 +428,55 @@ def test_a_loaded_model_changes_nothing_at_first_use(marker):
     unchanged = {k: v for k, v in keras_globals().items() if not k.endswith("_random")}  # training draws
     assert unchanged == {k: v for k, v in effects.settings.items() if not k.endswith("_random")}
     assert not [e for e in effects.events if e.startswith(("os.", "subprocess.", "socket."))]
+
+
+# --------------------------------------------------------------------------
+# numpy's scalar allocates what its dtype says; restore_with_state rebuilds a metric or optimizer only
+# --------------------------------------------------------------------------
+
+
+def _scalar(*args) -> Call:
+    return Call(GlobalRef("numpy._core.multiarray", "scalar"), *args)
+
+
+def _dtype(spec: str) -> Call:
+    return Call(GlobalRef("numpy", "dtype"), spec, False, True)
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        _scalar(_dtype("V2147483647")),  # no data: numpy would allocate 2 GiB of zeros
+        _scalar(_dtype("V2147483647"), b"x"),  # data shorter than the dtype
+        _scalar(_dtype("f4"), b"\x00" * 8),
+        _scalar(_dtype("O"), b"\x00" * 8),  # an object pointer made of payload bytes
+    ],
+    ids=["no data", "short data", "long data", "object"],
+)
+def test_a_numpy_scalar_allocates_only_what_the_payload_holds(marker, call):
+    data = redteam.dumps_crafted([call, call, call])
+    with Effects(marker) as effects, pytest.raises(keras_pickle.UnsafePayloadError, match="scalar"):
+        keras_pickle.loads(data)
+    effects.assert_none()
+    from keras_pickle._reader import safe
+
+    function, args = np.float32(1.5).__reduce__()  # how numpy pickles a scalar passes
+    assert safe._checked_scalar(*args) == np.float32(1.5) and function is safe._NUMPY_SCALAR
+
+
+def test_restore_with_state_rebuilds_a_metric_or_an_optimizer_only(marker):
+    from keras_pickle._protocol import opt_in
+
+    model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(3)], name="honest")
+    header, body = redteam.payload_parts(model)
+    header["checksum"] = None
+    header["checksum"] = redteam.content_checksum(header, body, redteam.CHECKSUM_ALGORITHM)
+    allowed = set(opt_in.allowed())
+    for kind in ("callbacks", "metrics", "optimizers"):
+        state = {"variables": list(body["variables"]), "kind": kind, "variable_attributes": {},
+                 "attributes": {"name": "attacker_named"}}  # fmt: skip
+        data = redteam.dumps_crafted(Call(GlobalRef("keras_pickle._allow", "restore_with_state"), header, body, state))
+        with Effects(marker) as effects, pytest.raises(keras_pickle.KerasUnpicklingError, match="only a metric or an"):
+            keras_pickle.loads(data)
+        effects.assert_none()
+        assert set(opt_in.allowed()) == allowed, "loading switched on pickling of a kind the caller did not allow"

@@ -30,7 +30,7 @@ from .._tfkeras import classes as _tfkeras_classes
 from .._wire.arrays import decode_array, encode_array
 from .._wire.refs import unwrap
 from .._wire.reprs import bounded_repr
-from .._wire.schema import RESTORE_CALLBACK, RESTORE_WITH_STATE
+from .._wire.schema import KIND_METRIC, KIND_OPTIMIZER, RESTORE_CALLBACK, RESTORE_WITH_STATE
 from ..errors import KerasPickleError, KerasPicklingError, KerasUnpicklingError, PickleRefusedError
 from . import copy as _copy
 from .reconstruct import published_as, restore
@@ -45,6 +45,8 @@ def public_name(cls: type) -> str:
 
 
 ALLOWABLE = ("metrics", "callbacks", "optimizers")
+STATE_KIND_OF = {KIND_METRIC: "metrics", KIND_OPTIMIZER: "optimizers"}
+"""The payload kinds :func:`restore_with_state` rebuilds, and the state kind each carries."""
 _allowed: frozenset[str] = frozenset()
 # False until the user calls install(allow=...): until then, loading an
 # allowed object allows its kind, so a worker can send it back.
@@ -180,8 +182,16 @@ def restore_with_state(header, body, state):
     mode allows it: the config goes through ``keras_pickle._format.restore``
     and the state must be plain data (:func:`_checked_state`).
     """
-    obj = restore(header, body)
     state = _checked_state(state)
+    kind = header.get("kind") if isinstance(header, dict) else None
+    if STATE_KIND_OF.get(kind) != state["kind"]:
+        # Only a metric's or an optimizer's payload carries state beside its config, of its own kind:
+        # a model's attributes are never set from the stream, and a kind is never allowed on its behalf.
+        raise KerasUnpicklingError(
+            f"Corrupt keras_pickle payload: state of kind {bounded_repr(state['kind'])} for a payload of kind "
+            f"{bounded_repr(kind)}; only a metric or an optimizer carries its state this way."
+        )
+    obj = restore(header, body)
     try:
         variables = [decode_array(e) for e in state["variables"]]
         _apply_state(obj, dict(state, variables=variables), written_backend=header.get("backend"))

@@ -206,16 +206,40 @@ def current_policy() -> tuple[GlobalsPolicy, Callable[[dict, str], Candidates]] 
     return policy(), resolver
 
 
+class Unresolved:
+    """What :func:`dotted_attribute` answers for a name it cannot resolve as the deserializer would
+    without running code: safe mode refuses it (it cannot judge what it cannot see)."""
+
+    def __init__(self, dotted: str) -> None:
+        self.dotted = dotted
+
+    def __repr__(self) -> str:
+        return f"Unresolved({self.dotted!r})"
+
+
 def dotted_attribute(namespace: dict, dotted: str) -> Any:
-    """What ``getattr`` along ``dotted`` from ``namespace`` (a module's ``vars()``) reaches, read through
-    modules' and classes' own ``__dict__`` only (no property or ``__getattr__`` runs); ``None`` if nothing."""
-    first, *rest = dotted.split(".")
-    obj = namespace.get(first)
-    for part in rest:
-        if not isinstance(obj, (types.ModuleType, type)):
-            return None
-        obj = vars(obj).get(part)
-    return obj
+    """What ``getattr(namespace[a], b)`` reaches for ``dotted`` = ``"a.b"``, as tf-keras resolves a dotted
+    name in a module, computed without running anything; :class:`Unresolved` where that cannot be known.
+
+    A name that is not in ``namespace`` reaches nothing (``None``: tf-keras finds nothing either). Known
+    exactly, without running code: ``b`` in a module's own ``__dict__``, and a plain function, class or
+    ``staticmethod`` in a class's own ``__dict__``. Everything else ``getattr`` could reach (an attribute of a
+    function or an instance, an inherited or metaclass attribute, a descriptor, a module's lazy
+    ``__getattr__``, which may import, and names with more than one dot, whose resolution no judge
+    should guess) is :class:`Unresolved`, which safe mode refuses.
+    """
+    first, _, rest = dotted.partition(".")
+    outer = namespace.get(first)
+    if outer is None:
+        return None
+    if "." in rest or not rest:
+        return Unresolved(dotted)
+    inner = vars(outer).get(rest) if isinstance(outer, (types.ModuleType, type)) else None
+    if isinstance(outer, type) and isinstance(inner, staticmethod):
+        inner = inner.__func__
+    if isinstance(inner, (types.ModuleType, type, types.FunctionType)):
+        return inner
+    return Unresolved(dotted)
 
 
 def judge_config(config: Any, policy: GlobalsPolicy, candidates: Candidates, *, dialect: str = "Keras") -> None:
@@ -255,10 +279,41 @@ def config_refusals(
                 what=what,
             )
             continue
+        merged = configs.merged_module_field(node)
+        if merged is not None:
+            what = f"module {bounded_repr(merged[1])}"
+            yield UnsafePayloadError(
+                f"Safe mode refused {what}, which the {dialect} config names as {merged[0]!r}: tf-keras would merge "
+                "that module's whole namespace into its RNN cell-wrapper module for the rest of the process. If you "
+                "trust the source of this payload, load it with keras_pickle.loads(data, safe_mode=False).",
+                what=what,
+            )
+            continue
         if not named:
+            continue
+        path = configs.vocabulary_path(node)
+        if path is not None:
+            what = f"vocabulary file {bounded_repr(path)}"
+            yield UnsafePayloadError(
+                f"Safe mode refused the {what} of layer {bounded_repr(configs.layer_name(node))} in the {dialect} "
+                "config: the layer would read that path (a local file or any URL its file system reaches) when it "
+                "is built, a vocabulary file outside of the model archive (Keras's own safe mode refuses it too). "
+                "If you trust the source of this payload, load it with keras_pickle.loads(data, safe_mode=False).",
+                what=what,
+            )
             continue
         try:
             for obj, carried in candidates(node):
+                if isinstance(obj, Unresolved):
+                    what = bounded_repr(obj.dotted)
+                    yield UnsafePayloadError(
+                        f"Safe mode refused {what}, which the {dialect} config names as {_spelt(node)}: "
+                        f"{dialect} would resolve it by getattr on an object whose attribute safe mode cannot "
+                        "read without running code (a function's or an instance's attribute, an inherited or "
+                        "lazily imported one), so it cannot judge what would be built or called.",
+                        what=what,
+                    )
+                    break
                 if obj is None or isinstance(obj, types.ModuleType) or not callable(obj):
                     continue  # nothing Keras could build or call
                 if isinstance(obj, type) and policy.refused_bases and issubclass(obj, policy.refused_bases):

@@ -228,10 +228,34 @@ def _checked_frombuffer(buffer: Any, dtype: Any, shape: Any, order: Any) -> np.n
     return np.frombuffer(buffer, dtype=dtype).reshape(shape, order=order)
 
 
+def _checked_scalar(dtype: Any, *obj: Any) -> Any:
+    """numpy's ``scalar(dtype, data)`` as numpy pickles a scalar: a plain dtype and exactly its
+    ``itemsize`` bytes of data, so that what is allocated is what the payload holds (``scalar(dtype)``
+    alone allocates ``itemsize`` zeroed bytes, as many as a dtype's description asks)."""
+    if not isinstance(dtype, np.dtype) or len(obj) != 1 or not isinstance(obj[0], bytes):
+        raise UnsafePayloadError(
+            f"Safe mode refused numpy scalar({bounded_repr(dtype)}, ...) with {len(obj)} more argument(s): "
+            "numpy pickles a scalar as scalar(dtype, data), data being the scalar's bytes.",
+            what="numpy.core.multiarray.scalar",
+        )
+    _check_plain_dtype(dtype, "scalar")
+    if len(obj[0]) != dtype.itemsize:
+        raise UnsafePayloadError(
+            f"Safe mode refused numpy scalar of dtype {bounded_repr(str(dtype))} from {len(obj[0]):,} bytes: "
+            f"a scalar of that dtype holds {dtype.itemsize:,}.",
+            what="numpy.core.multiarray.scalar",
+        )
+    return _NUMPY_SCALAR(dtype, obj[0])
+
+
+_NUMPY_SCALAR = vars(np._core.multiarray if hasattr(np, "_core") else np.core.multiarray)["scalar"]
+
+
 _CHECKED_CALLABLES = {
     ("numpy._core.numeric", "_frombuffer"): _checked_frombuffer,
     ("numpy._core.multiarray", "_reconstruct"): _checked_reconstruct,
     ("numpy", "ndarray"): _NDARRAY,
+    ("numpy._core.multiarray", "scalar"): _checked_scalar,
     ("_codecs", "encode"): _latin1_encode,
 }
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import sys
+import types
 from collections.abc import Iterator
 from typing import Any
 
@@ -88,6 +89,11 @@ def resolver(table: dict[str, Any], caller_objects: dict[str, Any]) -> Candidate
     namespaces = (vars(classes.tf_keras().layers), vars(classes.tf_keras().src.layers), _legacy_objects())
 
     def candidates(node: dict) -> Iterator[tuple[Any, bool]]:
+        found = list(named(node))
+        yield from found
+        yield from _called_by_name(node, [obj for obj, _ in found if isinstance(obj, type)])
+
+    def named(node: dict) -> Iterator[tuple[Any, bool]]:
         names = configs.spellings(node)
         scope = _registry()._THREAD_LOCAL_CUSTOM_OBJECTS.__dict__
         for name in names:
@@ -107,7 +113,7 @@ def resolver(table: dict[str, Any], caller_objects: dict[str, Any]) -> Candidate
             for namespace in classes.tf_keras().src.saving.serialization_lib.BUILTIN_MODULES:
                 for name in names:
                     yield _public_symbol(f"keras.{namespace}.{name}"), False
-            return
+            # Where none is found, tf-keras goes on to the builtins module itself, as below.
         tf_keras_module = "tf_" + module if module == "keras" or module.startswith("keras.") else module
         loaded = sys.modules.get(tf_keras_module)
         if loaded is None:
@@ -135,3 +141,121 @@ def _legacy_objects() -> dict[str, Any]:
 def _public_symbol(api_name: str) -> Any:
     from_tf = sys.modules.get("tensorflow.python.util.tf_export")
     return None if from_tf is None else from_tf.get_symbol_from_name(api_name)
+
+
+TENSOR_OP_MODULES = frozenset(
+    f"tensorflow.python.ops.{name}"
+    for name in (
+        "array_ops",
+        "array_ops_stack",
+        "gen_array_ops",
+        "manip_ops",
+        "gen_manip_ops",
+        "tensor_getitem_override",
+        "math_ops",
+        "gen_math_ops",
+        "special_math_ops",
+        "gen_special_math_ops",
+        "clip_ops",
+        "sort_ops",
+        "nn_ops",
+        "gen_nn_ops",
+        "nn_impl",
+        "embedding_ops",
+        "linalg_ops",
+        "gen_linalg_ops",
+        "linalg.linalg_impl",
+        "gen_bitwise_ops",
+        "gen_spectral_ops",
+        "string_ops",
+        "gen_string_ops",
+        "image_ops_impl",
+        "gen_image_ops",
+        "random_ops",
+        "gen_random_ops",
+        "stateless_random_ops",
+        "gen_stateless_random_ops",
+        "gen_stateless_random_ops_v2",
+        "sparse_ops",
+        "gen_sparse_ops",
+        "bincount_ops",
+        "gen_count_ops",
+        "histogram_ops",
+        "check_ops",
+        "numpy_ops.np_math_ops",
+        "numpy_ops.np_array_ops",
+        "ragged.ragged_tensor",
+        "ragged.ragged_array_ops",
+        "ragged.ragged_math_ops",
+        "ragged.ragged_concat_ops",
+        "ragged.ragged_getitem",
+        "ragged.ragged_string_ops",
+        "ragged.ragged_factory_ops",
+        "ragged.ragged_functional_ops",
+        "gen_ragged_array_ops",
+        "gen_ragged_math_ops",
+        "gen_ragged_conversion_ops",
+    )
+)
+"""TensorFlow's modules of tensor computation: what tf-keras's op layers (``TFOpLambda``, ``SlicingOpLambda``,
+``ClassMethod``) may call in safe mode. An allow-list: a TensorFlow function defined anywhere else (file and
+``gfile`` I/O, ``tf.print``'s output streams, ``py_function``, ``load_op_library``, ``saved_model``, summaries,
+lookup-table initializers that read files, resource and collective ops, ``tf.data``) is refused."""
+
+
+def tensor_op(function: Any) -> bool:
+    """Whether ``function`` (a TensorFlow API symbol, its decorators unwrapped) is defined in one of
+    :data:`TENSOR_OP_MODULES`."""
+    decorator = sys.modules.get("tensorflow.python.util.tf_decorator")
+    target = decorator.unwrap(function)[1] if decorator is not None else function
+    return isinstance(target, types.FunctionType) and target.__module__ in TENSOR_OP_MODULES
+
+
+def _called_by_name(node: dict, classes_found: list[type]) -> Iterator[tuple[Any, bool]]:
+    """What a tf-keras op layer calls by a name its config stores: ``TFOpLambda`` (and ``SlicingOpLambda``)
+    a TensorFlow symbol, ``ClassMethod`` a class method of one, ``InstanceProperty`` and ``InstanceMethod`` an
+    attribute of the tensor they are called on. Only a tensor computation (:func:`tensor_op`) or a public
+    tensor attribute passes; anything else is refused here."""
+    if not classes_found or "tf_keras.src.layers.core.tf_op_layer" not in sys.modules:
+        return
+    op_layers = sys.modules["tf_keras.src.layers.core.tf_op_layer"]
+    inner = node.get("config") if isinstance(node.get("config"), dict) else {}
+    for cls in classes_found:
+        if issubclass(cls, op_layers.TFOpLambda):
+            function, spelt = _public_symbol_named(inner.get("function")), inner.get("function")
+        elif issubclass(cls, op_layers.ClassMethod):
+            owner = _public_symbol_named(inner.get("cls_symbol"))
+            method = inner.get("method_name")
+            spelt = f"{inner.get('cls_symbol')}.{method}"
+            if owner is None:
+                continue  # tf-keras finds no class and fails
+            found = vars(owner).get(method) if isinstance(owner, type) and isinstance(method, str) else None
+            if not isinstance(found, classmethod):  # what tf-keras writes: a class method the class defines
+                raise _op_refusal(cls, spelt, "something other than a class method its class defines")
+            function = found.__func__
+        elif issubclass(cls, op_layers.InstanceProperty):
+            attribute = inner.get("attr_name")
+            if isinstance(attribute, str) and attribute.isidentifier() and not attribute.startswith("_"):
+                continue
+            raise _op_refusal(cls, attribute, "an attribute of a tensor that is not public")
+        else:
+            continue
+        if function is None:
+            continue  # tf-keras finds nothing to call and fails
+        if not tensor_op(function):
+            raise _op_refusal(cls, spelt, "a TensorFlow function that is not a tensor computation")
+        yield function, True
+
+
+def _public_symbol_named(name: Any) -> Any:
+    return _public_symbol(name) if isinstance(name, str) else None
+
+
+def _op_refusal(cls: type, spelt: Any, what: str) -> UnsafePayloadError:
+    named = f"{cls.__name__} calling {bounded_repr(spelt)}"
+    return UnsafePayloadError(
+        f"Safe mode refused tf-keras layer {named}: it names {what}, and a payload may make an op layer call "
+        "only TensorFlow's tensor computations (math, arrays, nn, linalg, strings, images, random, ragged, "
+        "sparse). If you trust the source of this payload, load it with keras_pickle.loads(data, safe_mode=False).",
+        what=named,
+    )

@@ -130,6 +130,30 @@ def stored_code_field(node: dict) -> str | None:
     return None
 
 
+WRAPPER_OWN_MODULES = frozenset({"tf_keras.src.layers.rnn.cell_wrappers", "keras.src.layers.rnn.cell_wrappers"})
+"""The one module a tf-keras RNN cell wrapper's ``K_module`` may name: its own, whose namespace it merges
+into itself (a no-op)."""
+
+
+def merged_module_field(node: dict) -> tuple[str, Any] | None:
+    """A key ``K_module`` beside ``K_type`` (tf-keras's cell wrappers' spelling), naming a module other than
+    the wrapper's own, and its value: tf-keras merges that module's whole namespace (``globals().update``)
+    into its cell-wrapper module for the rest of the process. ``None`` when ``node`` has none."""
+    for key, value in node.items():
+        if isinstance(key, str) and key.endswith("_module") and f"{key[: -len('_module')]}_type" in node:
+            if value is not None and value not in WRAPPER_OWN_MODULES:
+                return key, value
+    return None
+
+
+def vocabulary_path(node: dict) -> str | None:
+    """The file a node's ``config`` names as its ``vocabulary`` (a string where a list is stored): lookup
+    layers read it from disk (or any ``gfile`` URL) when they are built; ``None`` when it names none."""
+    inner = node.get("config")
+    vocabulary = inner.get("vocabulary") if isinstance(inner, dict) else None
+    return vocabulary if isinstance(vocabulary, str) else None
+
+
 def inline_code(node: dict) -> LambdaCode | None:
     """The Python code ``node`` itself stores outside a Lambda layer: Keras's ``__lambda__`` object, or
     a :func:`stored_code_field`; ``None`` when it stores none."""
