@@ -150,3 +150,20 @@ def test_functions_of_the_shipped_code_load_and_others_are_named_in_mlflow_terms
     assert "keras_pickle.integrations.mlflow.load_model(model_uri, custom_objects={'half_relu'" in str(info.value)
     named = keras_pickle_mlflow.load_model(str(unshipped), custom_objects={"half_relu": layers.half_relu})
     assert np.array_equal(named.predict(x, verbose=0), model.predict(x, verbose=0))
+
+
+def test_a_refused_lambda_names_the_flavors_safe_mode_switch_and_following_it_loads(tmp_path):
+    """Through MLflow the advice to load without safe mode names the flavor's switch, and that switch works,
+    through pyfunc (``model_config``) and through the flavor's ``load_model``."""
+    keras.utils.set_random_seed(0)
+    model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(2), keras.layers.Lambda(lambda t: t * 2.0)])
+    x = np.linspace(-1, 1, 12, dtype="float32").reshape(3, 4)
+    keras_pickle_mlflow.save_model(model, str(tmp_path / "m"))
+    with pytest.raises(keras_pickle.LambdaLayerError) as info:
+        mlflow.pyfunc.load_model(str(tmp_path / "m"))
+    assert 'model_config={"safe_mode": False}' in str(info.value)
+    assert "keras_pickle.loads(data, safe_mode=False)" not in str(info.value)
+    served = mlflow.pyfunc.load_model(str(tmp_path / "m"), model_config={"safe_mode": False})
+    assert np.array_equal(served.predict(x), model.predict(x, verbose=0))
+    direct = keras_pickle_mlflow.load_model(str(tmp_path / "m"), safe_mode=False)
+    assert np.array_equal(direct.predict(x, verbose=0), model.predict(x, verbose=0))

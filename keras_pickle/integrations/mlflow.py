@@ -111,8 +111,9 @@ def save_model(
         code=code_dir,
         conda_env=_CONDA_ENV_FILE_NAME,
         python_env=_PYTHON_ENV_FILE_NAME,
-        # Declared so that a loader may override it: mlflow.pyfunc.load_model(uri, model_config={...}).
-        model_config={"allow_by_value": False},
+        # Every key a loader may override (mlflow.pyfunc.load_model(uri, model_config={...})): MLflow drops, with a
+        # warning, a key the logged model does not declare.
+        model_config={"allow_by_value": False, "custom_objects": None, "safe_mode": True},
     )
     mlflow_model.add_flavor(
         FLAVOR_NAME,
@@ -156,13 +157,15 @@ def load_model(
     *,
     allow_by_value: bool = False,
     custom_objects: dict[str, Any] | None = None,
+    safe_mode: bool = True,
 ) -> Any:
     """The logged object, read with ``keras_pickle.loads`` in safe mode (``allow_by_value``: see the module;
-    ``custom_objects``: functions and classes the caller names, as ``keras_pickle.loads`` takes them)."""
+    ``custom_objects``: functions and classes the caller names, as ``keras_pickle.loads`` takes them;
+    ``safe_mode=False``: for a model the caller trusts as much as code it runs, as ``keras_pickle.loads``)."""
     local = _download_artifact_from_uri(artifact_uri=model_uri, output_path=dst_path)
     conf = _get_flavor_configuration(model_path=local, flavor_name=FLAVOR_NAME)
     _add_code_from_conf_to_system_path(local, conf)
-    return _read(os.path.join(local, conf["data"]), allow_by_value, custom_objects)
+    return _read(os.path.join(local, conf["data"]), allow_by_value, custom_objects, safe_mode=safe_mode)
 
 
 def _shipped_modules(path: str, code_dir: str | None) -> list[str]:
@@ -177,7 +180,9 @@ def _shipped_modules(path: str, code_dir: str | None) -> list[str]:
     return found
 
 
-def _read(payload_path: str, allow_by_value: bool, custom_objects: dict[str, Any] | None = None) -> Any:
+def _read(
+    payload_path: str, allow_by_value: bool, custom_objects: dict[str, Any] | None = None, *, safe_mode: bool = True
+) -> Any:
     """Import the modules the model ships (its code: safe mode resolves classes of imported modules only),
     then ``keras_pickle.load`` in safe mode.
 
@@ -204,7 +209,10 @@ def _read(payload_path: str, allow_by_value: bool, custom_objects: dict[str, Any
     try:
         with open(payload_path, "rb") as file:
             return load(
-                file, allow_by_value=allow_by_value, custom_objects={**shipped_functions, **(custom_objects or {})}
+                file,
+                safe_mode=safe_mode,
+                allow_by_value=allow_by_value,
+                custom_objects={**shipped_functions, **(custom_objects or {})},
             )
     except UnsafePayloadError as e:
         raise type(e)(in_mlflow_terms(str(e)), what=e.what) from e
@@ -215,6 +223,11 @@ MLFLOW_SWITCHES = (
         "keras_pickle.loads(data, allow_by_value=True)",
         'mlflow.pyfunc.load_model(model_uri, model_config={"allow_by_value": True}) (or '
         "keras_pickle.integrations.mlflow.load_model(model_uri, allow_by_value=True))",
+    ),
+    (
+        "keras_pickle.loads(data, safe_mode=False)",
+        'mlflow.pyfunc.load_model(model_uri, model_config={"safe_mode": False}) (or '
+        "keras_pickle.integrations.mlflow.load_model(model_uri, safe_mode=False))",
     ),
     (
         "keras_pickle.loads(data, custom_objects=",
@@ -250,7 +263,9 @@ class _PyFuncModel:
 
 def _load_pyfunc(data_path: str, model_config: dict | None = None) -> _PyFuncModel:
     """MLflow's pyfunc entry point (``loader_module``): ``model_config={"allow_by_value": True}`` opts in;
-    ``model_config={"custom_objects": {...}}`` names functions safe mode may load."""
+    ``model_config={"custom_objects": {...}}`` names functions safe mode may load; ``model_config={"safe_mode":
+    False}`` loads a model the caller trusts as much as code it runs."""
     config = model_config or {}
     allow_by_value = bool(config.get("allow_by_value", False))
-    return _PyFuncModel(_read(data_path, allow_by_value, config.get("custom_objects")))
+    safe_mode = config.get("safe_mode", True) is not False
+    return _PyFuncModel(_read(data_path, allow_by_value, config.get("custom_objects"), safe_mode=safe_mode))
