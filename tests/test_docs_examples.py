@@ -1,4 +1,4 @@
-"""Every fenced Python example in docs/ runs as written, or says it is a fragment.
+"""Every fenced Python example in README.md and docs/ runs as written, or says it is a fragment.
 
 The runnable examples in docs/integrations/ run as the scripts they say they are.
 Each runs in a fresh interpreter as ``__main__``, so the custom layer it
@@ -76,7 +76,9 @@ EXCLUDED = ("security.md",)  # its blocks show attacks, not usage
 
 
 def doc_pages() -> list:
-    return sorted(p for p in (REPO_DIR / "docs").rglob("*.md") if p.name not in EXCLUDED)
+    """README.md and every page under docs/, but :data:`EXCLUDED`."""
+    pages = [REPO_DIR / "README.md", *(REPO_DIR / "docs").rglob("*.md")]
+    return sorted(p for p in pages if p.name not in EXCLUDED)
 
 
 def examples() -> list[tuple[str, int, str, str | None]]:
@@ -109,7 +111,7 @@ def test_every_fragment_marker_marks_a_python_block_and_says_why():
 def test_the_docs_hold_runnable_examples_and_fragments():
     found = examples()
     assert len(RUNNABLE) >= 3 and any(reason for *_rest, reason in found)
-    assert "docs/guide.md" in {page for page, _line, _code, reason in found if reason is None}
+    assert {"docs/guide.md", "README.md"} <= {page for page, _line, _code, reason in found if reason is None}
 
 
 @pytest.mark.parametrize("code", RUNNABLE)
