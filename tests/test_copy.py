@@ -10,7 +10,9 @@ import keras
 import numpy as np
 import pytest
 import zoo
-from helpers import assert_same_predictions, assert_same_state, assert_trains_identically
+from helpers import assert_same_predictions, assert_same_state, assert_trains_identically, constructed_before_install
+
+import keras_pickle
 
 pytestmark = pytest.mark.backends  # tests/run_all.py runs this file on every backend
 
@@ -205,3 +207,44 @@ def test_deepcopy_that_cannot_copy_either_way_raises_a_keras_pickle_error_naming
     message = str(raised.value)
     assert type(raised.value).__module__ == "keras_pickle.errors"
     assert "Cannot deep-copy Conv2D" in message and "config failed" in message and "lock" in message
+
+
+class _WarmUp(keras.optimizers.schedules.LearningRateSchedule):
+    """keras.io's warm-up pattern: a constructor and __call__, no get_config."""
+
+    def __init__(self, base):
+        self.base = base
+
+    def __call__(self, step):
+        return self.base * keras.ops.minimum(1.0, (keras.ops.cast(step, "float32") + 1.0) / 10.0)
+
+
+def test_an_optimizer_that_cannot_be_copied_says_so_and_each_remedy_copies():
+    """Its schedule has no get_config: a family error that says "Cannot deep-copy", names the optimizer and
+    the schedule at fault, and whose two remedies work: a get_config(), or the model deep-copied instead."""
+
+    def trained(optimizer):
+        keras.utils.set_random_seed(0)
+        model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(2)])
+        model.compile(optimizer=optimizer, loss="mse")
+        model.fit(np.ones((8, 4), "float32"), np.ones((8, 2), "float32"), verbose=0)
+        return model
+
+    early = trained(constructed_before_install(lambda: keras.optimizers.Adam(_WarmUp(0.01))))
+    with pytest.raises(keras_pickle.KerasPicklingError, match="Cannot deep-copy Adam") as info:
+        copy.deepcopy(early.optimizer)
+    assert "_WarmUp" in str(info.value) and "get_config()" in str(info.value)
+
+    class _WarmUpWithConfig(_WarmUp):
+        def get_config(self):
+            return {"base": self.base}
+
+    configured = trained(keras.optimizers.Adam(_WarmUpWithConfig(0.01)))
+    twin = copy.deepcopy(configured.optimizer)  # the first remedy
+    assert type(twin._learning_rate) is _WarmUpWithConfig
+    assert int(twin.iterations.numpy()) == int(configured.optimizer.iterations.numpy()) == 1
+    model = trained(keras.optimizers.Adam(_WarmUp(0.01)))
+    copied = copy.deepcopy(model)  # the second
+    assert type(copied.optimizer._learning_rate) is _WarmUp and copied.optimizer is not model.optimizer
+    assert float(copied.optimizer.learning_rate) == float(model.optimizer.learning_rate)
+    assert int(copied.optimizer.iterations.numpy()) == 1

@@ -152,7 +152,15 @@ def copy_optimizer(optimizer: Any, memo: dict) -> Any:
     The copy is built for the same variables, or for their copies when they
     were copied earlier in the same ``deepcopy`` call.
     """
-    twin = _rebuild_twin(optimizer)
+    try:
+        twin = _rebuild_twin(optimizer)
+    except Exception as e:  # its attributes cannot be copied either (TensorFlow's strategy is a singleton)
+        raise KerasPicklingError(
+            f"Cannot deep-copy {describe(optimizer)}: rebuilding it from its config failed ({_gist(e)}). Give the "
+            "class at fault a get_config(); or construct it after keras_pickle.install() and deep-copy the model "
+            "the optimizer is compiled with (its constructor arguments travel with that model).",
+            original_error=e,
+        ) from e
     memo[id(optimizer)] = twin
     if optimizer.built:
         targets = getattr(optimizer, "_trainable_variables", None) or []
