@@ -480,3 +480,34 @@ def test_restore_with_state_rebuilds_a_metric_or_an_optimizer_only(marker):
             keras_pickle.loads(data)
         effects.assert_none()
         assert set(opt_in.allowed()) == allowed, "loading switched on pickling of a kind the caller did not allow"
+
+
+def _uninitialized(nbytes: int) -> Call:
+    """numpy's _reconstruct of a non-empty array, with no BUILD after it: memory numpy never fills."""
+    return Call(GlobalRef("numpy._core.multiarray", "_reconstruct"), GlobalRef("numpy", "ndarray"), (nbytes,), b"b")
+
+
+@pytest.mark.parametrize("units", [3, 1 << 27], ids=["freed memory", "2.5 GiB"])
+def test_a_variable_is_never_memory_numpy_left_uninitialized(marker, units):
+    """A weight's data from _reconstruct without BUILD would be whatever the process freed (secrets, heap
+    addresses) or gigabytes from a 2 kB payload: only numpy's own empty start is allowed, BUILD brings the data."""
+    model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(3)])
+    header, body = redteam.payload_parts(model)
+
+    def widen(config):
+        layer = redteam.layer_configs(config)[-1]
+        layer["config"]["units"] = units
+        layer["keras_pickle_outputs"] = [[[[None, units], "float32", False, False]]]
+
+    body = redteam.edit_config(body, widen)
+    body["variables"] = [
+        ("dense/kernel", "<f4", (4, units), _uninitialized(16 * units)),
+        ("dense/bias", "<f4", (units,), _uninitialized(4 * units)),
+    ]
+    header = {**header, "weight_bytes": 20 * units, "checksum": None}
+    data = redteam.craft(header, body, sign=False)
+    assert len(data) < 4096
+    with Effects(marker) as effects, pytest.raises(keras_pickle.UnsafePayloadError, match=r"shape \(0,\)"):
+        keras_pickle.loads(data)
+    effects.assert_none()
+    assert keras_pickle.inspect(data).safe_mode_refuses

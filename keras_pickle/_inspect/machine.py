@@ -83,6 +83,21 @@ class Stream:
                 self.more_unexpected = True
 
 
+def _as_numpy_calls_it(name: str, args: Any) -> str:
+    """``name``, or a name no expected call has, where numpy's reconstruction is called other than as numpy's
+    pickles call it (as safe mode's reader refuses it): ``_reconstruct`` of a non-empty array (memory numpy
+    leaves uninitialized), ``scalar`` without exactly its data."""
+    if name.endswith("multiarray._reconstruct") and not (
+        isinstance(args, tuple) and len(args) == 3 and args[1] == (0,)
+    ):
+        return f"a non-empty (uninitialized) array from {name}"
+    if name.endswith("multiarray.scalar") and not (
+        isinstance(args, tuple) and len(args) == 2 and isinstance(args[1], bytes)
+    ):
+        return f"a scalar without its data from {name}"
+    return name
+
+
 class _Malformed(ValueError):
     pass
 
@@ -141,7 +156,7 @@ def evaluate(pickle_input: Input, *, hold_data: bool) -> Stream:
             return result
         if key == RESTORE_WITH_STATE and isinstance(args, tuple) and len(args) == 3:
             stream.payloads.append(result)
-        stream.record_call(describe_callable(function), lambda: describe_call(function, args))
+        stream.record_call(_as_numpy_calls_it(describe_callable(function), args), lambda: describe_call(function, args))
         return result
 
     highest = 0

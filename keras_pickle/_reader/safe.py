@@ -6,9 +6,10 @@ if it is one of:
 * keras_pickle's reconstructors (``keras_pickle._format.restore``, and for
   objects pickled under ``install(allow=...)``, ``keras_pickle._allow.
   restore_with_state`` / ``restore_callback``, which check their input);
-* numpy's array, dtype and scalar reconstruction functions (an array's
-  size checked against ``limits.MAX_ARRAY_BYTES`` before numpy allocates
-  it; never an object array made from nothing);
+* numpy's array, dtype and scalar reconstruction functions as numpy's own
+  pickles call them (an empty array whose data ``BUILD`` brings from the
+  stream, a scalar from exactly its bytes; never an object array, never
+  memory numpy leaves uninitialized);
 * ``_codecs.encode`` with the latin-1 codec (how protocols 0-2 spell
   ``bytes``; any other codec would import its module);
 * a class deriving from one of the classes the caller allows (keras_pickle's
@@ -38,7 +39,6 @@ pure-Python unpickler (``pickle._Unpickler``); the streams it reads are small
 from __future__ import annotations
 
 import inspect
-import math
 import pickle
 import sys
 import types
@@ -46,7 +46,6 @@ from typing import Any
 
 import numpy as np
 
-from .. import limits
 from .._wire.refs import InertReference
 from .._wire.reprs import bounded_repr
 from ..errors import UnsafePayloadError
@@ -152,11 +151,13 @@ _NDARRAY = _NdarrayType()
 
 
 def _checked_reconstruct(subtype: Any, shape: Any, dtype: Any) -> np.ndarray:
-    """numpy's ``_reconstruct`` for a plain ndarray of at most ``limits.MAX_ARRAY_BYTES``.
+    """numpy's ``_reconstruct`` as numpy's pickles call it: an empty plain ndarray, shape ``(0,)``.
 
     numpy pickles an array as ``_reconstruct(ndarray, (0,), b"b")`` followed
     by ``BUILD`` with the real shape, dtype and data (whose size bounds the
-    allocation). Anything else is refused before numpy allocates.
+    allocation: numpy checks the data's length against the shape). Anything
+    else is refused before numpy allocates: an array of any other shape is
+    uninitialized memory, and a stream may leave out the ``BUILD``.
     """
     if subtype is not _NDARRAY:
         raise UnsafePayloadError(
@@ -172,11 +173,13 @@ def _checked_reconstruct(subtype: Any, shape: Any, dtype: Any) -> np.ndarray:
             f"{bounded_repr(dtype)}: {type(e).__name__}.",
             what="numpy.core.multiarray._reconstruct",
         ) from e
-    nbytes = math.prod(dims) * max(dtype.itemsize, 1)
-    if dtype.hasobject or min(dims, default=0) < 0 or nbytes > limits.MAX_ARRAY_BYTES:
+    if dtype.hasobject or dims != [0]:
+        # Any other shape is memory numpy leaves uninitialized (a freed secret, heap addresses) or allocates
+        # at the stream's word, filled by no BUILD: numpy's pickles pass (0,), and BUILD brings the data.
         raise UnsafePayloadError(
             f"Safe mode refused numpy _reconstruct of a {dtype} array of shape {bounded_repr(shape)}: "
-            "numpy's own pickles start from an empty array of a plain dtype.",
+            "numpy's own pickles start from an empty array, shape (0,), of a plain dtype, whose data BUILD "
+            "then brings from the stream.",
             what="numpy.core.multiarray._reconstruct",
         )
     _check_plain_dtype(dtype, "_reconstruct")
