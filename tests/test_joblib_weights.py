@@ -17,7 +17,7 @@ import zoo
 from helpers import assert_same_predictions, assert_same_state
 
 import keras_pickle
-from keras_pickle import _pickling_context
+from keras_pickle import _options, _pickling_context
 from keras_pickle._keras3.backend import to_numpy
 from keras_pickle._wire import arrays
 
@@ -185,3 +185,37 @@ def test_a_model_rebuilt_from_mapped_weights_frees_the_previous_one_first(tmp_pa
         assert in_memory is not None and generations == [(1,)]
     finally:
         gc.enable()
+
+
+def test_repeated_loads_of_mapped_weights_copy_one_rebuild_and_stay_independent(tmp_path, monkeypatch):
+    """A worker's repeated tasks with the same payload: rebuilt once, each given its own copy, equal to a
+    rebuild, and independent of the kept model and of each other; another payload is rebuilt."""
+    from keras_pickle._protocol import worker_cache
+
+    monkeypatch.setattr(worker_cache, "hits", 0)
+    worker_cache.clear()
+    model = big_model()
+    path = tmp_path / "model.joblib"
+    joblib.dump(model, path)
+    first = joblib.load(path, mmap_mode="r")
+    assert worker_cache.hits == 0
+    joblib_tasks.bump_then_sum(first)  # a task changes its model
+    second = joblib.load(path, mmap_mode="r")
+    third = joblib.load(path, mmap_mode="r")
+    assert worker_cache.hits == 2
+    assert second is not third and second.layers[0].kernel is not third.layers[0].kernel
+    for loaded in (second, third):
+        assert_same_state(model, loaded)  # weights, optimizer slots and iterations, seeds
+        assert_same_predictions(model, loaded, np.ones((4, 256), "float32"))
+    x = np.random.default_rng(2).normal(size=(16, 256)).astype("float32")
+    second.fit(x, x[:, :1], epochs=1, batch_size=8, verbose=0)
+    assert_same_state(model, third)  # training one copy reaches no other
+    kernel = model.layers[0].kernel
+    kernel.assign(kernel * 2.0)
+    joblib.dump(model, tmp_path / "changed.joblib")
+    changed = joblib.load(tmp_path / "changed.joblib", mmap_mode="r")
+    assert worker_cache.hits == 2  # another payload: rebuilt
+    assert_same_state(model, changed)
+    with _options.loading(_options.LoadOptions(allow_by_value=True)):  # other load options: another key
+        joblib.load(tmp_path / "changed.joblib", mmap_mode="r")
+    assert worker_cache.hits == 2

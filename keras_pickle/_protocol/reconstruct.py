@@ -5,7 +5,8 @@ anything (:mod:`keras_pickle._wire.schema`), in safe mode judges what the
 body's objects and configs stand for (:mod:`keras_pickle._rebuild.safe_policy`; first, a
 newer Keras's config keys this one lacks are dropped or refused by
 :mod:`keras_pickle._rebuild.skew`) and holds Keras's own safe mode for the whole rebuild,
-rebuilds the object (:mod:`keras_pickle._rebuild.payload`), runs the hooks registered with
+rebuilds the object (:mod:`keras_pickle._rebuild.payload`; a joblib worker's repeated task copies the
+model it rebuilt for the same payload, :mod:`.worker_cache`), runs the hooks registered with
 :func:`after_restore` (``install()`` registers "install on first load", so
 that a worker that received a model sends results back the same way), and
 raises only :class:`~keras_pickle.KerasUnpicklingError` subclasses; when the payload comes from
@@ -34,7 +35,9 @@ from .._wire import schema
 from .._wire.refs import InertReference
 from .._wire.reprs import shorten
 from ..errors import KerasPickleError, KerasUnpicklingError
+from . import copy as _copy
 from . import load_failure as _load_failure
+from . import worker_cache as _worker_cache
 
 _after_restore: list[Callable[[], None]] = []
 
@@ -80,9 +83,15 @@ def restore(header, body):
             mapped = _reclaim.has_mapped_weights(body.get("variables") or ())
             if mapped:  # a joblib worker: the previous task's model goes before this one comes
                 _reclaim.before_rebuild()
-            obj = _rebuild_payload.object_from_payload(header, body, safe_mode=safe_mode)
-            if mapped:
+                obj = _worker_cache.rebuilt_or_copied(
+                    header,
+                    body,
+                    rebuild=lambda: _rebuild_payload.object_from_payload(header, body, safe_mode=safe_mode),
+                    copy=lambda kept: _copy.copy_layer(kept, {}),
+                )
                 _reclaim.rebuilt(obj)
+            else:
+                obj = _rebuild_payload.object_from_payload(header, body, safe_mode=safe_mode)
     except KerasPickleError as e:
         _skew.name_sides(e, header)  # from another Keras, backend or format: both sides named
         raise
