@@ -121,7 +121,9 @@ def test_an_unchanged_weight_is_handed_over_as_the_same_array(monkeypatch):
     changed = array_store.wire_data(store, model, kernel.path, to_numpy(kernel))
     assert changed is not first
     assert np.array_equal(changed.view("float32").reshape(kernel.shape), keras.ops.convert_to_numpy(kernel))
-    assert np.array_equal(first.view("float32").reshape(kernel.shape) * 2.0, changed.view("float32").reshape(kernel.shape))
+    assert np.array_equal(
+        first.view("float32").reshape(kernel.shape) * 2.0, changed.view("float32").reshape(kernel.shape)
+    )
 
 
 def test_every_other_pickler_writes_the_payload_it_wrote_before():
@@ -219,3 +221,19 @@ def test_repeated_loads_of_mapped_weights_copy_one_rebuild_and_stay_independent(
     with _options.loading(_options.LoadOptions(allow_by_value=True)):  # other load options: another key
         joblib.load(tmp_path / "changed.joblib", mmap_mode="r")
     assert worker_cache.hits == 2
+
+
+def test_joblib_multiprocessing_backend_maps_the_weights_and_keeps_tasks_independent():
+    """joblib's other process backend (multiprocessing) memory-maps the weights as loky does: each task sees
+    the state at dispatch, never another task's change. On TensorFlow only: the backend forks, and a process
+    forked after JAX or PyTorch started their thread pools deadlocks in its first op (both hung here; JAX
+    warns so); loky, joblib's default, starts fresh workers and is tested on every backend above."""
+    if keras.backend.backend() != "tensorflow":
+        pytest.skip("joblib's multiprocessing backend forks, which JAX and PyTorch do not survive: use loky")
+    model = big_model()
+    bumped_once = joblib_tasks.bump_then_sum(copy.deepcopy(model))
+    with joblib.Parallel(n_jobs=2, backend="multiprocessing", max_nbytes="64K", batch_size=1) as parallel:
+        sums = parallel(joblib.delayed(joblib_tasks.state_sum)(model) for _ in range(2))
+        bumped = parallel(joblib.delayed(joblib_tasks.bump_then_sum)(model) for _ in range(4))
+    assert sums == [joblib_tasks.state_sum(model)] * 2
+    assert bumped == [bumped_once] * 4
