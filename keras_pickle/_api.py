@@ -221,6 +221,16 @@ def _load_one(file: IO[bytes], options: _options.LoadOptions, *, buffers, descri
             if safe.looks_like_keras_native(head):
                 raise UnsafePayloadError(str(e) + safe.KERAS_NATIVE_HINT, what=e.what) from e
             raise _damaged_or(e, head, describe) from e
+        except NotAPayloadError as e:  # the reconstructor's verdict on what a damaged memo or opcode handed it
+            damaged = _damage.stream_damage(head, describe(), e)
+            if damaged is None:
+                raise
+            raise damaged from e
+        except KerasUnpicklingError as e:  # a schema check's verdict on a header a damaged byte took the checksum from
+            damaged = _damage.verdict_damage(head, e)
+            if damaged is None:
+                raise
+            raise damaged from e
         except KerasPickleError:
             raise
         except Exception as e:
@@ -245,6 +255,12 @@ def _load_one(file: IO[bytes], options: _options.LoadOptions, *, buffers, descri
                 found=describe(),
                 original_error=e,
             ) from e
+    unused = _unused_at_stop(unpickler, obj) if options.restored else None
+    if unused:  # what STOP returned is not what the stream built: a damaged opcode before it
+        error = NotAPayloadError(
+            f"Not a keras_pickle payload: {describe()} is not a well-formed pickle ({unused}).", found=describe()
+        )
+        raise _damaged_or(error, head, describe)
     if options.restored == 0:
         found = f"a pickled {type(obj).__module__}.{type(obj).__qualname__}"
         hint = safe.KERAS_NATIVE_HINT if safe.looks_like_keras_native(head) else ""
@@ -255,6 +271,29 @@ def _load_one(file: IO[bytes], options: _options.LoadOptions, *, buffers, descri
         )
         raise _damaged_or(error, head, describe)
     return obj
+
+
+def _unused_at_stop(unpickler: Any, obj: Any) -> str | None:
+    """What shows that the value STOP returned (``obj``) is not the one the stream built, else None.
+
+    A pickler leaves exactly one value on the unpickler's stack, the object it was given, which it
+    memoized (a memo entry for the object: pickle writes one for every object but None, a bool, a
+    number and the empty tuple, unless in its "fast" mode, which writes none at all). One damaged
+    opcode byte before STOP changes that: a memo store read as an empty tuple or a ``TUPLE1`` returns
+    that instead, leaving the payload unused. Safe mode's pure-Python unpickler shows its stacks; the
+    C unpickler (``safe_mode=False``) its memo only.
+    """
+    stack, metastack = getattr(unpickler, "stack", None), getattr(unpickler, "metastack", None)
+    if isinstance(stack, list) and isinstance(metastack, list) and (stack or metastack):
+        left = len(stack) + sum(len(frame) for frame in metastack) + len(metastack)
+        return f"{left} values left unused when it stopped"
+    try:
+        memo = unpickler.memo.copy()
+    except Exception:
+        return None
+    if memo and not any(value is obj for value in memo.values()):
+        return f"the {type(obj).__name__} it returns is none that it built and kept"
+    return None
 
 
 def _damaged_or(error: KerasPickleError, head: bytes, describe: Callable[[], str]) -> KerasPickleError:

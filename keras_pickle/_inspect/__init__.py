@@ -100,6 +100,12 @@ def inspect_all(
             stream = evaluate(pickle_input, hold_data=verify)
             if not stream.payloads:
                 raise NotAPayloadError(_no_payload_message(stream, head, pickle_input), found=source)
+            if stream.unused_at_stop:  # as loads judges it: a damaged opcode before STOP
+                raise NotAPayloadError(
+                    f"Not a keras_pickle payload: {source} is not a well-formed pickle ({stream.unused_at_stop}).",
+                    found=source,
+                )
+            stream.head_checksum = damage.head_checksum(start)
             buffer_list = list(buffers) if buffers is not None else None
             payloads = _outermost_first(stream.payloads)
             return [describe(stream, call, verify=verify, buffers=buffer_list) for call in payloads]

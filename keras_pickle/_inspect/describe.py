@@ -13,6 +13,7 @@ from .._reader.allowlist import refused_outright
 from .._wire import checksum as wire_checksum
 from .._wire import configs, damage
 from .._wire.arrays import wire_itemsize
+from .._wire.body_sections import check_recorded_calls
 from .._wire.refs import InertReference, qualified_name
 from .._wire.schema import (
     DEFINED_HERE,
@@ -25,7 +26,7 @@ from .._wire.schema import (
     body_fields,
     check_exact_fields,
 )
-from ..errors import KerasPickleError
+from ..errors import KerasPickleError, ResourceLimitError
 from . import verdict
 from .machine import Stream
 from .report import PayloadInfo
@@ -145,7 +146,10 @@ def describe(stream: Stream, payload: Call, *, verify: bool, buffers: list | Non
     warnings.extend(problems)
     checksum = header.get("checksum")
     status = _checksum_status(checksum, header, body, sections, verify=verify, buffers=buffers)
-    status = _damage_status(status, damage.carried_checksum(header), problems, verify=verify)
+    carried = damage.carried_checksum(header)
+    if carried is None and "checksum" not in header:  # every header has the field: a damaged one lost it
+        carried = stream.head_checksum
+    status = _damage_status(status, carried, problems, verify=verify)
     if status.startswith("MISMATCH"):
         warnings.append("the content does not match its checksum: it was changed or damaged")
     elif status.startswith("DAMAGED"):
@@ -303,7 +307,9 @@ def _damage_status(status: str, carried: str | None, problems: list[str], *, ver
     if carried is None:
         return status
     if status == "absent":  # the "checksum" key itself was damaged
-        found = f"the header's checksum field is damaged: {carried} is under another key"
+        found = f"the header's checksum field is damaged: {carried} is not where the header keeps it"
+    elif status.startswith("invalid ("):  # its value, damaged into another type
+        found = f"the header's checksum is damaged: {status.removeprefix('invalid (').rstrip(')')}"
     elif status == _MALFORMED:
         found = "none computable: the payload is malformed"
     elif status.startswith("present (not verified: unknown algorithm"):
@@ -316,7 +322,8 @@ def _damage_status(status: str, carried: str | None, problems: list[str], *, ver
 
 
 def _field_problems(header: dict, body: dict) -> list[str]:
-    """What is wrong with the names of the header's and the body's fields (which no checksum covers)."""
+    """What is wrong with the names of the header's and the body's fields (which no checksum covers), and with
+    the structure of the recorded calls."""
     version = header.get("format_version")
     if not (isinstance(version, int) and not isinstance(version, bool) and 1 <= version <= FORMAT_VERSION):
         return []
@@ -327,6 +334,13 @@ def _field_problems(header: dict, body: dict) -> list[str]:
     for what, fields, names in expected:
         try:
             check_exact_fields(what, fields, names)
+        except KerasPickleError as e:
+            problems.append(str(e).removeprefix("Corrupt keras_pickle payload: ").rstrip("."))
+    if not problems:  # the recorded calls, whose values the checksum does not cover either, as loads checks them
+        try:
+            check_recorded_calls(body)
+        except ResourceLimitError:
+            pass  # a payload as written, larger than this process allows: not damage
         except KerasPickleError as e:
             problems.append(str(e).removeprefix("Corrupt keras_pickle payload: ").rstrip("."))
     return problems
@@ -398,9 +412,13 @@ def _with_buffers(body: dict, buffers: list | None) -> dict | None:
             return memoryview(buffers[value.index])
         return value
 
-    def entries(items: Any) -> list:
+    def entries(items: Any) -> list:  # as written, a list of tuples: another type is malformed, not read as one
+        if not (isinstance(items, list) and all(type(entry) is tuple for entry in items)):
+            raise TypeError("a section is not a list of tuples")
         return [(k, d, s, data(v)) for k, d, s, v in items]
 
+    if not all(isinstance(body.get(key, []), list) for key in ("layer_states", "held_optimizers")):
+        return None
     try:
         resolved = dict(body)
         for section in ("variables", "optimizer_variables", "metric_variables"):

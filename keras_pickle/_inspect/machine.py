@@ -23,7 +23,7 @@ from .._wire.schema import RESTORE, RESTORE_WITH_STATE
 from ..errors import NotAPayloadError
 from .opcodes import PickleReader
 from .opening import Input
-from .values import Call, Global, Key, OutOfBand, Persistent, describe_call, describe_callable, short
+from .values import Call, Global, Key, OutOfBand, Persistent, describe_call, describe_callable, short, unused_at_stop
 
 JOBLIB_ARRAY = ("joblib.numpy_pickle", "NumpyArrayWrapper")
 """What ``joblib.dump`` writes for a numpy array: the wrapper, then the array's bytes outside any opcode."""
@@ -62,6 +62,8 @@ class Stream:
     payloads: list[Call] = dataclasses.field(default_factory=list)
     out_of_band: int = 0
     persistent_ids: int = 0
+    unused_at_stop: str | None = None  # values.unused_at_stop: what STOP returned is not what the stream built
+    head_checksum: str | None = None  # damage.head_checksum of the stream's first bytes (set by inspect_all)
 
     def record_call(self, name: str, describe: Callable[[], str] | None = None) -> None:
         """List a call for the reports; ``name`` is its callable's, ``describe()`` the whole call's description.
@@ -144,13 +146,15 @@ def evaluate(pickle_input: Input, *, hold_data: bool) -> Stream:
             stream.globals.append(key)
         return Global(module, name)
 
-    def call(function: Any, args: Any) -> Any:
+    def call(function: Any, args: Any, *, new: bool = False) -> Any:
         if isinstance(function, Global) and function.key == CODECS_ENCODE:
             if isinstance(args, tuple) and len(args) == 2 and isinstance(args[0], str):
                 if args[1] in ("latin1", "latin-1"):
                     return args[0].encode("latin-1")
         result = Call(function, args)
         key = function.key if isinstance(function, Global) else None
+        if new and key in (RESTORE, RESTORE_WITH_STATE):  # NEWOBJ calls cls.__new__, which a function lacks
+            raise _Malformed("NEWOBJ of keras_pickle's reconstructor, a function")
         if key == RESTORE and isinstance(args, tuple) and len(args) == 2:
             stream.payloads.append(result)
             return result
@@ -169,6 +173,8 @@ def evaluate(pickle_input: Input, *, hold_data: bool) -> Stream:
             stream.parsed = True
             highest = max(highest, opcode.proto)
             if name == "PROTO":
+                if not 0 <= int(arg) <= 5:  # as pickle itself refuses it
+                    raise _Malformed(f"unsupported pickle protocol: {int(arg)}")
                 stream.protocol = int(arg)
             elif name == "FRAME":
                 # A pickler writes frames one after another, the last one ending with STOP: a frame
@@ -181,6 +187,7 @@ def evaluate(pickle_input: Input, *, hold_data: bool) -> Stream:
                     raise _Malformed(
                         f"its last frame announces {frame_end - reader.position:,} bytes more than the pickle holds"
                     )
+                stream.unused_at_stop = unused_at_stop(stack, metastack, memo)
                 break
             elif name == "MARK":
                 metastack.append(stack)
@@ -234,6 +241,8 @@ def evaluate(pickle_input: Input, *, hold_data: bool) -> Stream:
                     value.readonly = True
                 elif isinstance(value, bytearray):
                     stack[-1] = bytes(value)
+                elif not (isinstance(value, bytes) or hasattr(value, "nbytes")):  # a Blob: bytes not held
+                    raise _Malformed(f"READONLY_BUFFER on a {type(value).__name__}, which is no buffer")
             # containers
             elif name == "EMPTY_LIST":
                 stack.append([])
@@ -318,12 +327,12 @@ def evaluate(pickle_input: Input, *, hold_data: bool) -> Stream:
             elif name == "NEWOBJ":
                 args = pop()
                 cls = pop()
-                stack.append(call(cls, args))
+                stack.append(call(cls, args, new=True))
             elif name == "NEWOBJ_EX":
                 kwargs = pop()
                 args = pop()
                 cls = pop()
-                stack.append(call(cls, (args, kwargs)))
+                stack.append(call(cls, (args, kwargs), new=True))
             elif name == "OBJ":
                 items = pop_mark()
                 if not items:

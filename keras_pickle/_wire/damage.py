@@ -16,6 +16,7 @@ one keras_pickle writes (:func:`near_written_global`). Nothing here imports Kera
 
 from __future__ import annotations
 
+import keyword
 import re
 from typing import Any
 
@@ -34,6 +35,9 @@ PREFIX = "Damaged keras_pickle payload"
 
 FORMAT_MARKER = b"keras_pickle"
 """What every payload's stream spells twice near its start: the reconstructor's module and the header's ``format``."""
+
+DAMAGED_CHECKSUM = "a checksum, itself damaged,"
+"""How a message names a checksum too damaged to read (``"... (a checksum, itself damaged, in the header ...)"``)."""
 
 HEAD_BYTES = 1 << 16
 """How much of a stream's start :func:`stream_damage` reads: the outermost payload's header lies within."""
@@ -58,18 +62,46 @@ _WRITTEN_GLOBALS = (
 def carried_checksum(header: Any) -> str | None:
     """The checksum ``header`` carries, read from a header that may be damaged; None if it carries none.
 
-    Its ``"checksum"`` field when that is a string (whatever its algorithm now reads); else,
-    when that key itself was damaged, a string field that reads as a checksum.
+    Its ``"checksum"`` field when that is a string (whatever its algorithm now reads). Else, when
+    that field or its key was damaged: a checksum found in the header's strings (a key or a value,
+    in a string that a damaged length let swallow its neighbours, or a tuple one damaged opcode
+    made), or, where nothing reads as one any more, :data:`DAMAGED_CHECKSUM` when the header still
+    shows what is left of one (its algorithm's name, a ``"checksum"`` field that is neither a string
+    nor None). A header whose ``"checksum"`` is None carries none.
     """
     if not isinstance(header, dict):
         return None
     value = header.get("checksum")
     if isinstance(value, str):
         return shorten(value, 80)
-    for value in header.values():
-        if isinstance(value, str) and len(value) < 80 and _CHECKSUM_TEXT.fullmatch(value):
-            return value
+    if "checksum" in header and value is None:
+        return None
+    texts = list(_texts(header, budget=[64]))
+    for text in texts:
+        found = _CHECKSUM_TEXT.search(text)
+        if found:
+            return found.group(0)
+    if value is not None or any(_CHECKSUM_BYTES.search(text.encode("latin-1", "replace")) for text in texts):
+        return DAMAGED_CHECKSUM
     return None
+
+
+def _texts(value: Any, *, budget: list[int], depth: int = 0):
+    """The strings (bytes read as latin-1) among ``value``'s keys and values, a few levels and items deep."""
+    if budget[0] <= 0 or depth > 3:
+        return
+    budget[0] -= 1
+    if isinstance(value, str):
+        yield value[: 1 << 16]
+    elif isinstance(value, (bytes, bytearray)):
+        yield bytes(value[: 1 << 16]).decode("latin-1")
+    elif isinstance(value, dict):
+        for key, item in list(value.items())[:32]:
+            yield from _texts(key, budget=budget, depth=depth + 1)
+            yield from _texts(item, budget=budget, depth=depth + 1)
+    elif isinstance(value, (tuple, list)):
+        for item in value[:32]:
+            yield from _texts(item, budget=budget, depth=depth + 1)
 
 
 def recomputed(header: dict, body: Any) -> str | None:
@@ -145,11 +177,7 @@ def stream_damage(head: bytes, what: str, error: BaseException) -> KerasUnpickli
     head = bytes(head[:HEAD_BYTES])
     if FORMAT_MARKER not in head or not _is_damage(error):
         return None
-    match = _CHECKSUM_BYTES.search(head)
-    checksum = None
-    if match is not None:
-        text = _CHECKSUM_TEXT.search(head.decode("latin-1"))
-        checksum = text.group(0) if text else "a checksum, itself damaged,"
+    checksum = head_checksum(head)
     if isinstance(error, UnsafePayloadError):
         near = near_written_global(error.what)
         if near:
@@ -178,11 +206,43 @@ def stream_damage(head: bytes, what: str, error: BaseException) -> KerasUnpickli
     return damaged(found, checksum=checksum, cause=error)
 
 
+def head_checksum(head: bytes) -> str | None:
+    """The checksum a stream's first bytes (``head``) show a keras_pickle payload carries, read from its
+    bytes (:data:`DAMAGED_CHECKSUM` where one byte of it changed); None where they show none."""
+    head = bytes(head[:HEAD_BYTES])
+    if FORMAT_MARKER not in head or _CHECKSUM_BYTES.search(head) is None:
+        return None
+    text = _CHECKSUM_TEXT.search(head.decode("latin-1"))
+    return text.group(0) if text else DAMAGED_CHECKSUM
+
+
+def verdict_damage(head: bytes, error: BaseException) -> KerasUnpicklingError | None:
+    """The error for a schema check's verdict (``error``: "Corrupt keras_pickle payload: …", raised
+    while the stream was read) on a payload whose header no longer shows the checksum its stream's
+    first bytes (``head``) still do: a damaged length or opcode took the checksum out of the header
+    dict (``"its header lacks checksum"``). A :class:`~keras_pickle.ChecksumMismatchError`; else None.
+    """
+    if type(error) is not KerasUnpicklingError or not str(error).startswith(_CORRUPT):
+        return None
+    checksum = head_checksum(head)
+    if checksum is None:
+        return None
+    return damaged(shorten(str(error).removeprefix(_CORRUPT).rstrip("."), 300), checksum=checksum, cause=error)
+
+
+_CORRUPT = "Corrupt keras_pickle payload: "
+
+
 def _is_damage(error: BaseException) -> bool:
     """Whether an unpickler's ``error`` is one a damaged stream raises (see :func:`stream_damage`)."""
     if isinstance(error, UnsafePayloadError):
         # "_codecs.encode": refused for its codec argument, which keras_pickle always writes as "latin1"
-        return error.what in ("dict key", "BUILD", "_codecs.encode") or near_written_global(error.what) is not None
+        # "persistent_load": a persistent id, which no keras_pickle payload holds, is what one damaged opcode
+        # byte makes of a memo store (BINPUT "q" -> BINPERSID "Q") or of a string (BINUNICODE "X" -> PERSID "P").
+        if error.what in ("dict key", "BUILD", "_codecs.encode", "persistent_load"):
+            return True
+        named = str(error).startswith(f"Safe mode refused global {error.what}:")  # not a Lambda's, a dtype's...
+        return near_written_global(error.what) is not None or (named and garbled_global(error.what))
     if isinstance(error, NotAPayloadError):
         return True  # the stream is malformed, or unpickles to no payload: its head shows one
     if isinstance(error, KerasPickleError):
@@ -211,3 +271,48 @@ def near_written_global(dotted: Any) -> str | None:
         if sum(a != b for a, b in zip(start, known)) == 1:
             return known
     return None
+
+
+_WRITTEN_NAMES = {known.rpartition(".")[2]: known.rpartition(".")[0] for known in _WRITTEN_GLOBALS}
+_WRITTEN_MODULES = frozenset(_WRITTEN_NAMES.values())
+_PAYLOAD_FIELDS = frozenset(
+    ("format", "format_version", "dialect", "keras_version", "backend", "class", "kind", "n_variables")
+    + ("weight_bytes", "checksum", "config", "variables", "optimizer_variables", "optimizer_built", "layer_states")
+    + ("custom_objects", "dtype_policy", "metric_variables", "held_optimizers", "constructed", "compile_call")
+    + ("compile_objects",)
+)
+"""The names of a payload's header and body fields: strings a damaged stream can hand a global opcode."""
+
+
+def garbled_global(dotted: Any) -> bool:
+    """Whether ``dotted`` (``module.name``, as a refusal names it) is no global any pickler writes, but
+    what a damaged opcode makes of a keras_pickle payload's stream.
+
+    * A part that is no Python identifier (or is a keyword): a global opcode's line end was damaged,
+      so it read on into the stream (``keras_pickle._format.restoreJq…``, the header's bytes after
+      ``J``), or a damaged opcode read a global from the middle of one, or a damaged memo reference
+      handed ``STACK_GLOBAL`` two of the payload's strings (``dense/bias.<f4``).
+    * A global keras_pickle writes, cut short or split by a line end a damaged byte made
+      (``keras_pickle._format.resto``, ``_c.decs``), or its name under another module
+      (``restore.restore``: a memo entry read twice; ``odecs.encode``: a line read from inside ``_codecs``).
+    * A module or a name that is a payload's header or body field (``format.keras_pickle``,
+      ``kind.layer``): two of its strings handed to ``STACK_GLOBAL`` by an opcode one damaged byte made.
+
+    A global a newer keras_pickle may write (``keras_pickle._format.restore_v2``) is none of these.
+    """
+    if not isinstance(dotted, str) or not dotted:
+        return False
+    parts = dotted.split(".")
+    if not all(part.isidentifier() and not keyword.iskeyword(part) for part in parts):
+        return True
+    module, _, name = dotted.rpartition(".")
+    if any(len(dotted) == len(known) and sum(a != b for a, b in zip(dotted, known)) == 1 for known in _WRITTEN_MODULES):
+        return True  # a written module, one byte of it made a line end: read as a module and a name
+    written_module = _WRITTEN_NAMES.get(name)
+    if written_module is not None and module != written_module:
+        # not any module's function of that name (one the loading process lacks is its own error): a
+        # written name where its module belongs, or the tail of its module cut by a misread opcode
+        return module in _WRITTEN_NAMES or written_module.endswith(module)
+    if any(module == of and known != name and known.startswith(name) for known, of in _WRITTEN_NAMES.items()):
+        return True
+    return module in _PAYLOAD_FIELDS or name in _PAYLOAD_FIELDS
