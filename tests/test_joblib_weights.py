@@ -191,8 +191,12 @@ def test_a_model_rebuilt_from_mapped_weights_frees_the_previous_one_first(tmp_pa
 
 def test_repeated_loads_of_mapped_weights_copy_one_rebuild_and_stay_independent(tmp_path, monkeypatch):
     """A worker's repeated tasks with the same payload: rebuilt once, each given its own copy, equal to a
-    rebuild, and independent of the kept model and of each other; another payload is rebuilt."""
+    rebuild, and independent of the kept model and of each other; another payload is rebuilt. On TensorFlow,
+    whose copies share values until written; on JAX and PyTorch every load is a rebuild (no hit), with the
+    same guarantees."""
     from keras_pickle._protocol import worker_cache
+
+    cached = keras.backend.backend() == "tensorflow"
 
     monkeypatch.setattr(worker_cache, "hits", 0)
     worker_cache.clear()
@@ -204,7 +208,7 @@ def test_repeated_loads_of_mapped_weights_copy_one_rebuild_and_stay_independent(
     joblib_tasks.bump_then_sum(first)  # a task changes its model
     second = joblib.load(path, mmap_mode="r")
     third = joblib.load(path, mmap_mode="r")
-    assert worker_cache.hits == 2
+    assert worker_cache.hits == (2 if cached else 0)
     assert second is not third and second.layers[0].kernel is not third.layers[0].kernel
     for loaded in (second, third):
         assert_same_state(model, loaded)  # weights, optimizer slots and iterations, seeds
@@ -216,11 +220,11 @@ def test_repeated_loads_of_mapped_weights_copy_one_rebuild_and_stay_independent(
     kernel.assign(kernel * 2.0)
     joblib.dump(model, tmp_path / "changed.joblib")
     changed = joblib.load(tmp_path / "changed.joblib", mmap_mode="r")
-    assert worker_cache.hits == 2  # another payload: rebuilt
+    assert worker_cache.hits == (2 if cached else 0)  # another payload: rebuilt
     assert_same_state(model, changed)
     with _options.loading(_options.LoadOptions(allow_by_value=True)):  # other load options: another key
         joblib.load(tmp_path / "changed.joblib", mmap_mode="r")
-    assert worker_cache.hits == 2
+    assert worker_cache.hits == (2 if cached else 0)
 
 
 def test_joblib_multiprocessing_backend_maps_the_weights_and_keeps_tasks_independent():
