@@ -104,14 +104,17 @@ def _touching_lambda(marker):
     [("ResidualWrapper", "residual_fn"), ("DropoutWrapper", "dropout_state_filter_visitor"), ("Foo", "anything")],
 )
 @pytest.mark.parametrize("spelling", ["legacy, no module", "public module", "registered name only"])
-def test_bytecode_in_an_rnn_cell_wrapper_is_refused_however_spelt_at_every_depth(tmp_path, parts, wrapper, field, spelling):
+def test_bytecode_in_an_rnn_cell_wrapper_is_refused_however_spelt_at_every_depth(
+    tmp_path, parts, wrapper, field, spelling
+):
     marker = tmp_path / "m"
     cell = {"class_name": "SimpleRNNCell", "config": {"name": "c", "units": 3}}
     inner = {"cell": cell, field: _touching_lambda(marker), f"{field}_type": "lambda", f"{field}_module": None}
     wrapped = {**redteam.REFUSED_LAYER_SPELLINGS[spelling](wrapper), "config": inner}
     rnn = {"class_name": "RNN", "config": {"name": "r", "cell": wrapped}}
     for depth in redteam.DEPTHS:
-        error = assert_refused(with_last_layer(parts, redteam.nest(depth, rnn), {}), marker, keras_pickle.LambdaLayerError)
+        data = with_last_layer(parts, redteam.nest(depth, rnn), {})
+        error = assert_refused(data, marker, keras_pickle.LambdaLayerError)
         assert repr(field) in str(error) and "safe_mode=False" in str(error)
         assert not marker.exists()
 
@@ -142,8 +145,8 @@ def test_a_lambda_named_by_a_typespec_spec_name_is_refused(tmp_path, parts):
                       "output_shape": None, "output_shape_type": "raw", "output_shape_module": None,
                       "arguments": {"cmd": f"touch {marker}"}}}  # fmt: skip
     cell = {"class_name": "SimpleRNNCell", "config": {"name": "c", "units": 3}}
-    wrapper = {"class_name": "ResidualWrapper",
-               "config": {"cell": cell, "residual_fn": lam, "residual_fn_type": "function", "residual_fn_module": None}}  # fmt: skip
+    wrapped = {"cell": cell, "residual_fn": lam, "residual_fn_type": "function", "residual_fn_module": None}
+    wrapper = {"class_name": "ResidualWrapper", "config": wrapped}
     rnn = {"class_name": "RNN", "config": {"name": "r", "cell": wrapper}}
     assert_refused(with_last_layer(parts, rnn, {}), marker, keras_pickle.LambdaLayerError)
 

@@ -45,7 +45,8 @@ def wire_data(store: Any, owner: Any, key: str, value: np.ndarray) -> np.ndarray
         return _read_only(flat)
     with _lock:
         entry = kept.get((id(owner), key))
-        if entry is not None and entry[0]() is owner and (_same_memory(entry[1], flat) or np.array_equal(entry[1], flat)):
+        same_owner = entry is not None and entry[0]() is owner
+        if same_owner and (_same_memory(entry[1], flat) or np.array_equal(entry[1], flat)):
             return entry[1]
         handed = _read_only(flat)  # a snapshot already: handed over as it is, never copied again
         kept[(id(owner), key)] = (weakref.ref(owner), handed)
