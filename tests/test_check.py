@@ -434,26 +434,3 @@ def test_report_agrees_with_pickle_dumps(name):
     report = keras_pickle.check(feeder)
     assert_truthful(feeder, report)
     assert [p.path for p in report.problems] == ([] if report.ok else ["feeder.arr"])
-
-
-@pytest.mark.parametrize("compiled", ["after install()", "before install()"])
-def test_check_says_a_model_and_its_optimizer_pickle_together_as_pickle_does(compiled):
-    """check() recommends pickle.dumps((model, optimizer)) and must then agree that it pickles, whenever
-    the model was compiled; the optimizer before its model stays refused, by check() and by pickle."""
-
-    def trained():
-        keras.utils.set_random_seed(0)
-        model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(2)])
-        model.compile(optimizer="adam", loss="mse")
-        model.fit(np.ones((8, 4)), np.ones((8, 2)), verbose=0)
-        return model
-
-    model = constructed_before_install(trained) if compiled == "before install()" else trained()
-    for obj, ok in [
-        ((model, model.optimizer), True),
-        ({"model": model, "optimizer": model.optimizer}, True),
-        ((model.optimizer, model), False),
-    ]:
-        report = keras_pickle.check(obj)
-        assert report.ok is ok, str(report)
-        assert_truthful(obj, report)
