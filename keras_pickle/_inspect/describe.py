@@ -14,7 +14,6 @@ from .._wire import checksum as wire_checksum
 from .._wire import configs, damage
 from .._wire.arrays import wire_itemsize
 from .._wire.body_sections import check_recorded_calls
-from .._wire.refs import InertReference, qualified_name
 from .._wire.schema import (
     DEFINED_HERE,
     FORMAT_NAME,
@@ -22,13 +21,13 @@ from .._wire.schema import (
     HEADER_FIELDS,
     HEADER_FIELDS_V3,
     KINDS,
-    REGISTERED,
     body_fields,
     check_exact_fields,
 )
 from ..errors import KerasPickleError, ResourceLimitError
 from . import verdict
 from .machine import Stream
+from .names import constructed_names, custom_object_names, registered_name
 from .report import PayloadInfo
 from .values import Blob, Call, Global, OutOfBand, describe_argument, describe_callable, short, some
 
@@ -110,10 +109,10 @@ def describe(stream: Stream, payload: Call, *, verify: bool, buffers: list | Non
         for value in custom.values():
             if isinstance(value, Global):
                 custom_objects.append(f"{value.module}.{value.name}")
-            elif _registered_name(value) is not None:
-                custom_objects.append(f"<registered with Keras as {short(_registered_name(value))}>")
-            elif _registered_name(value, DEFINED_HERE) is not None:
-                defined = _registered_name(value, DEFINED_HERE).partition("@")[0]
+            elif registered_name(value) is not None:
+                custom_objects.append(f"<registered with Keras as {short(registered_name(value))}>")
+            elif registered_name(value, DEFINED_HERE) is not None:
+                defined = registered_name(value, DEFINED_HERE).partition("@")[0]
                 custom_objects.append(f"<{short(defined)}, defined inside a function: loads in its process only>")
             elif verdict.carried_name(value) is not None:
                 custom_objects.append(f"<{short(verdict.carried_name(value))}, carried by value>")
@@ -276,12 +275,12 @@ def _checksum_status(checksum: Any, header: dict, body: dict, sections, *, verif
     if resolved is None or not wire_checksum.checksummable(header, resolved):
         return _MALFORMED
     algorithm = checksum.partition(":")[0]
-    names = _custom_object_names(resolved.get("custom_objects", {}))
+    names = custom_object_names(resolved.get("custom_objects", {}))
     if names is None:
         if algorithm == wire_checksum.CHECKSUM_ALGORITHM:  # it covers the names, known only once the objects are built
             return "present (not verified: a custom object is pickled by value)"
         names = {}
-    constructed = _constructed_names(resolved.get("constructed", ()))
+    constructed = constructed_names(resolved.get("constructed", ()))
     if constructed is None:
         return "present (not verified: a constructed class is pickled by value)"
     try:
@@ -344,41 +343,6 @@ def _field_problems(header: dict, body: dict) -> list[str]:
         except KerasPickleError as e:
             problems.append(str(e).removeprefix("Corrupt keras_pickle payload: ").rstrip("."))
     return problems
-
-
-def _registered_name(value: Any, reconstructor: tuple[str, str] = REGISTERED) -> str | None:
-    """The name of a ``keras_pickle._format.registered(name)`` call (or of ``reconstructor``), else None."""
-    if isinstance(value, Call) and isinstance(value.function, Global) and value.function.key == reconstructor:
-        if isinstance(value.args, tuple) and len(value.args) == 1 and isinstance(value.args[0], str):
-            return value.args[0]
-    return None
-
-
-def _constructed_names(entries: Any) -> list[str] | None:
-    """The qualified name of each constructed class, as the checksum covers them; None if one is not a global."""
-    names = []
-    for entry in _sequence(entries):
-        cls = entry[0] if isinstance(entry, tuple) and entry else None
-        if not isinstance(cls, Global):
-            return None
-        names.append(qualified_name(InertReference(None, f"{cls.module}.{cls.name}")))
-    return names
-
-
-def _custom_object_names(custom: dict) -> dict[str, str] | None:
-    """The qualified name each custom object's key resolves to, as the loader's checksum covers them.
-
-    None when an object is pickled by value: its name is known only once it is built.
-    """
-    names = {}
-    for key, value in custom.items():
-        if verdict.carried_name(value) is not None:
-            names[key] = verdict.carried_name(value)
-            continue
-        if not isinstance(value, Global):
-            return None
-        names[key] = qualified_name(InertReference(None, f"{value.module}.{value.name}"))
-    return names
 
 
 def _holds_blobs(body: dict) -> bool:

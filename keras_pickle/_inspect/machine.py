@@ -24,6 +24,7 @@ from ..errors import NotAPayloadError
 from .opcodes import PickleReader
 from .opening import Input
 from .values import Call, Global, Key, OutOfBand, Persistent, describe_call, describe_callable, short, unused_at_stop
+from .values import as_numpy_calls_it as _as_numpy_calls_it
 
 JOBLIB_ARRAY = ("joblib.numpy_pickle", "NumpyArrayWrapper")
 """What ``joblib.dump`` writes for a numpy array: the wrapper, then the array's bytes outside any opcode."""
@@ -83,21 +84,6 @@ class Stream:
                 self.unexpected_calls.setdefault(description or describe())
             else:
                 self.more_unexpected = True
-
-
-def _as_numpy_calls_it(name: str, args: Any) -> str:
-    """``name``, or a name no expected call has, where numpy's reconstruction is called other than as numpy's
-    pickles call it (as safe mode's reader refuses it): ``_reconstruct`` of a non-empty array (memory numpy
-    leaves uninitialized), ``scalar`` without exactly its data."""
-    if name.endswith("multiarray._reconstruct") and not (
-        isinstance(args, tuple) and len(args) == 3 and args[1] == (0,)
-    ):
-        return f"a non-empty (uninitialized) array from {name}"
-    if name.endswith("multiarray.scalar") and not (
-        isinstance(args, tuple) and len(args) == 2 and isinstance(args[1], bytes)
-    ):
-        return f"a scalar without its data from {name}"
-    return name
 
 
 class _Malformed(ValueError):

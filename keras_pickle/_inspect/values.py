@@ -163,3 +163,18 @@ def unused_at_stop(stack: list, metastack: list, memo: dict) -> str | None:
     if memo and not any(value is stack[0] for value in memo.values()):
         return f"the {type(stack[0]).__name__} it returns is none that it built and kept"
     return None
+
+
+def as_numpy_calls_it(name: str, args: Any) -> str:
+    """``name``, or a name no expected call has, where numpy's reconstruction is called other than as numpy's
+    pickles call it (as safe mode's reader refuses it): ``_reconstruct`` of a non-empty array (memory numpy
+    leaves uninitialized), ``scalar`` without exactly its data."""
+    if name.endswith("multiarray._reconstruct") and not (
+        isinstance(args, tuple) and len(args) == 3 and args[1] == (0,)
+    ):
+        return f"a non-empty (uninitialized) array from {name}"
+    if name.endswith("multiarray.scalar") and not (
+        isinstance(args, tuple) and len(args) == 2 and isinstance(args[1], bytes)
+    ):
+        return f"a scalar without its data from {name}"
+    return name

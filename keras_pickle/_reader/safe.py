@@ -221,7 +221,15 @@ def _check_plain_dtype(dtype: Any, what: str) -> None:
 
 
 def _checked_frombuffer(buffer: Any, dtype: Any, shape: Any, order: Any) -> np.ndarray:
-    """numpy's ``_frombuffer`` (protocol 5 arrays) for a plain dtype only."""
+    """numpy's ``_frombuffer`` (protocol 5 arrays) for a plain dtype only, over a buffer numpy's pickles give it
+    (bytes the stream holds, or an out-of-band buffer the caller passed): never over an array the stream made,
+    whose data a later BUILD could free."""
+    if not isinstance(buffer, (bytes, bytearray, memoryview, pickle.PickleBuffer)):
+        raise UnsafePayloadError(
+            f"Safe mode refused numpy _frombuffer over a {type(buffer).__name__}: numpy's pickles read bytes "
+            "or an out-of-band buffer.",
+            what="numpy._core.numeric._frombuffer",
+        )
     if not isinstance(dtype, np.dtype):
         raise UnsafePayloadError(
             f"Safe mode refused numpy _frombuffer with dtype {bounded_repr(dtype)}: not a numpy dtype.",
@@ -301,6 +309,13 @@ class SafeUnpickler(pickle._Unpickler):
                 f"Safe mode refused to set the state of a {type(target).__module__}.{type(target).__qualname__} "
                 "while unpickling (BUILD): only numpy arrays and dtypes are completed that way, and "
                 "a keras_pickle payload never changes an object after its reconstructor made it.",
+                what="BUILD",
+            )
+        if isinstance(target, np.ndarray) and not (target.shape == (0,) and target.base is None):
+            # An array BUILT again frees the data a view made of it still points at (memory then reused).
+            raise UnsafePayloadError(
+                "Safe mode refused to set the state of a numpy array that is not the empty one numpy's pickles "
+                "start from (BUILD of a built array): it would free data another value may still point at.",
                 what="BUILD",
             )
         pickle._Unpickler.load_build(self)
