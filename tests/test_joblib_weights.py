@@ -201,7 +201,12 @@ def test_repeated_loads_of_mapped_weights_copy_one_rebuild_and_stay_independent(
     monkeypatch.setattr(worker_cache, "hits", 0)
     worker_cache.clear()
     model = big_model()
-    path = tmp_path / "model.joblib"
+    path = tmp_path / "model.joblib"  # a user's file, which a later dump may rewrite in place: never cached
+    joblib.dump(model, path)
+    for _ in range(2):
+        assert_same_state(model, joblib.load(path, mmap_mode="r"))
+    assert worker_cache.hits == 0
+    path = tmp_path / f"123-456-{'ab' * 16}.pkl"  # named as a joblib pool names its files, which it never rewrites
     joblib.dump(model, path)
     first = joblib.load(path, mmap_mode="r")
     assert worker_cache.hits == 0
@@ -218,12 +223,12 @@ def test_repeated_loads_of_mapped_weights_copy_one_rebuild_and_stay_independent(
     assert_same_state(model, third)  # training one copy reaches no other
     kernel = model.layers[0].kernel
     kernel.assign(kernel * 2.0)
-    joblib.dump(model, tmp_path / "changed.joblib")
-    changed = joblib.load(tmp_path / "changed.joblib", mmap_mode="r")
+    joblib.dump(model, tmp_path / f"123-456-{'cd' * 16}.pkl")
+    changed = joblib.load(tmp_path / f"123-456-{'cd' * 16}.pkl", mmap_mode="r")
     assert worker_cache.hits == (2 if cached else 0)  # another payload: rebuilt
     assert_same_state(model, changed)
     with _options.loading(_options.LoadOptions(allow_by_value=True)):  # other load options: another key
-        joblib.load(tmp_path / "changed.joblib", mmap_mode="r")
+        joblib.load(tmp_path / f"123-456-{'cd' * 16}.pkl", mmap_mode="r")
     assert worker_cache.hits == (2 if cached else 0)
 
 

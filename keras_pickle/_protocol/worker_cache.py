@@ -15,8 +15,8 @@ judgment) before the cache is asked.
 
 The key is the payload's content: its header, configs, small arrays and bytes hashed (xxh3), each
 memory-mapped weight by its file's identity (path, offset, shape, dtype, inode, size and
-modification time: joblib names the file it maps a weight from after the weight's content, and
-never rewrites one), the load options (safe mode, ``allow_by_value``, ``allow_callbacks``, the
+modification time; only a file of a joblib pool (:data:`JOBLIB_POOL_FILE`), which joblib names anew
+for each array object and never rewrites), the load options (safe mode, ``allow_by_value``, ``allow_callbacks``, the
 caller's custom objects). A body holding anything else is not cached. One model is kept per
 process; another payload replaces it. Only Keras 3 models with memory-mapped weights are cached:
 nothing changes for any other payload.
@@ -31,6 +31,7 @@ doubled what each worker holds.
 from __future__ import annotations
 
 import os
+import re
 import threading
 import types
 from collections.abc import Callable
@@ -43,6 +44,11 @@ import xxhash
 from .. import _dialect, _options
 from .._wire.refs import InertReference
 from .._wire.schema import KIND_LAYER
+
+JOBLIB_POOL_FILE = re.compile(r"\d+-\d+-[0-9a-f]{32}\.pkl")
+"""How joblib names the file it memory-maps one argument array from for its workers (``pid-thread-uuid4``):
+a new name per array object, written once and never rewritten (``joblib._memmapping_reducer``). A file of
+``joblib.dump`` may be rewritten in place under the same name, size and time: not cached."""
 
 _lock = threading.Lock()
 _kept: dict[str, Any] = {}
@@ -113,8 +119,8 @@ def _identity(obj: Any) -> str:
 
 def _feed(digest: Any, value: Any) -> None:
     if isinstance(value, np.memmap):
-        if not isinstance(value.filename, str):
-            raise _Uncacheable
+        if not (isinstance(value.filename, str) and JOBLIB_POOL_FILE.fullmatch(os.path.basename(value.filename))):
+            raise _Uncacheable  # a file a later joblib.dump may rewrite in place: only a pool's files are cached
         status = os.stat(value.filename)
         identity = (value.filename, value.offset, value.shape, value.dtype.str, status.st_dev, status.st_ino)
         digest.update(repr(("memmap", *identity, status.st_size, status.st_mtime_ns)).encode())
