@@ -511,3 +511,35 @@ def test_a_variable_is_never_memory_numpy_left_uninitialized(marker, units):
         keras_pickle.loads(data)
     effects.assert_none()
     assert keras_pickle.inspect(data).safe_mode_refuses
+
+
+def _binbytes(data: bytes) -> bytes:
+    return b"B" + len(data).to_bytes(4, "little") + data
+
+
+def _binunicode(text: str) -> bytes:
+    return b"X" + len(text).to_bytes(4, "little") + text.encode()
+
+
+@pytest.mark.parametrize("rebuilt", ["BUILD again", "_frombuffer over an array"])
+def test_a_stream_cannot_free_data_a_value_still_points_at(rebuilt):
+    """An array BUILT a second time frees the bytes a _frombuffer view of it reads (memory reused later):
+    BUILD completes only numpy's empty start, and _frombuffer reads only bytes or an out-of-band buffer."""
+    import io
+
+    from keras_pickle._reader.safe import SafeUnpickler
+
+    size = 4096
+    dtype = (
+        b"cnumpy\ndtype\n" + _binunicode("u1") + b"\x89\x88\x87R(K\x03" + _binunicode("|")
+        + b"NNNJ\xff\xff\xff\xffJ\xff\xff\xff\xffK\x00tb"
+    )  # fmt: skip
+    array = b"cnumpy.core.multiarray\n_reconstruct\ncnumpy\nndarray\nK\x00\x85C\x01b\x87Rq\x00" + dtype + b"q\x010"
+    built = b"h\x00(K\x01M\x00\x10\x85h\x01\x89" + _binbytes(b"\x07" * size) + b"tb0"
+    view = b"cnumpy._core.numeric\n_frombuffer\n(h\x00h\x01M\x00\x10\x85" + _binunicode("C") + b"tRq\x020"
+    again = b"h\x00(K\x01K\x01\x85h\x01\x89" + _binbytes(b"Z") + b"tb0"
+    stream = (
+        b"\x80\x04" + array + built + (view + again if rebuilt == "_frombuffer over an array" else again) + b"h\x00."
+    )
+    with pytest.raises(keras_pickle.UnsafePayloadError, match="frombuffer over a ndarray|BUILD of a built array"):
+        SafeUnpickler(io.BytesIO(stream), policy=None).load()
