@@ -22,10 +22,10 @@ process; another payload replaces it. Only Keras 3 models with memory-mapped wei
 nothing changes for any other payload.
 
 On TensorFlow only: its copy shares each value with the kept model until either writes it, so a
-copy costs a fraction of a rebuild (0.055 s against 0.25 s per task for a 96 MiB Dense stack with its
-Adam slots, ``benchmarks/joblib_parallel.py``). A PyTorch or JAX copy copies every value, which cost
-more than the rebuild from the mapped values it replaced (PyTorch: 0.27 s against 0.05 s), and
-doubled what each worker holds.
+copy costs a fraction of a rebuild (0.055 s against 0.25 s per load for a 96 MiB Dense stack with its
+Adam slots, ``benchmarks/joblib_parallel.py``'s worker load, measured while ``joblib.dump`` files were
+cached). A PyTorch or JAX copy copies every value, which cost more than the rebuild from the mapped
+values it replaced (PyTorch: 0.27 s against 0.05 s), and doubled what each worker holds.
 """
 
 from __future__ import annotations
