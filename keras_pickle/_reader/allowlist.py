@@ -272,21 +272,19 @@ def config_refusals(
         code = configs.inline_code(node)
         if code is not None:
             what = "an inline Python lambda" if code.field is None else f"a Python lambda stored as {code.field!r}"
-            yield LambdaLayerError(
-                f"Safe mode refused {what} in the {dialect} config: loading it would run the Python code stored in "
-                "the payload. If you trust the source of this payload, load it with "
-                "keras_pickle.loads(data, safe_mode=False).",
-                what=what,
+            yield _trust_refusal(
+                what,
+                f"{what} in the {dialect} config: loading it would run the Python code stored in the payload",
+                LambdaLayerError,
             )
             continue
         merged = configs.merged_module_field(node)
         if merged is not None:
             what = f"module {bounded_repr(merged[1])}"
-            yield UnsafePayloadError(
-                f"Safe mode refused {what}, which the {dialect} config names as {merged[0]!r}: tf-keras would merge "
-                "that module's whole namespace into its RNN cell-wrapper module for the rest of the process. If you "
-                "trust the source of this payload, load it with keras_pickle.loads(data, safe_mode=False).",
-                what=what,
+            yield _trust_refusal(
+                what,
+                f"{what}, which the {dialect} config names as {merged[0]!r}: tf-keras would merge that module's "
+                "whole namespace into its RNN cell-wrapper module for the rest of the process",
             )
             continue
         if not named:
@@ -294,12 +292,11 @@ def config_refusals(
         path = configs.vocabulary_path(node)
         if path is not None:
             what = f"vocabulary file {bounded_repr(path)}"
-            yield UnsafePayloadError(
-                f"Safe mode refused the {what} of layer {bounded_repr(configs.layer_name(node))} in the {dialect} "
-                "config: the layer would read that path (a local file or any URL its file system reaches) when it "
-                "is built, a vocabulary file outside of the model archive (Keras's own safe mode refuses it too). "
-                "If you trust the source of this payload, load it with keras_pickle.loads(data, safe_mode=False).",
-                what=what,
+            yield _trust_refusal(
+                what,
+                f"the {what} of layer {bounded_repr(configs.layer_name(node))} in the {dialect} config: the layer "
+                "would read that path (a local file or any URL its file system reaches) when it is built, a "
+                "vocabulary file outside of the model archive (Keras's own safe mode refuses it too)",
             )
             continue
         try:
@@ -338,11 +335,17 @@ def _layer_refusal(node: dict, kind: str, dialect: str, named: Any = None) -> Un
     alias = "" if spelt == kind else f" (named {bounded_repr(spelt)})"
     what = f"{kind} layer {layer}"
     runs = configs.REFUSED_LAYERS.get(kind, "code stored in the payload")
-    message = (
-        f"Safe mode refused {what}{alias} in the {dialect} config: loading it would run {runs}. If you trust the "
-        "source of this payload, load it with keras_pickle.loads(data, safe_mode=False)."
+    error = LambdaLayerError if kind == "Lambda" else UnsafePayloadError
+    return _trust_refusal(what, f"{what}{alias} in the {dialect} config: loading it would run {runs}", error)
+
+
+def _trust_refusal(what: str, refused: str, error: type = UnsafePayloadError) -> UnsafePayloadError:
+    """ "Safe mode refused ``refused``.", with the one way past a refusal of code the payload runs or names."""
+    return error(
+        f"Safe mode refused {refused}. If you trust the source of this payload, load it with "
+        "keras_pickle.loads(data, safe_mode=False).",
+        what=what,
     )
-    return (LambdaLayerError if kind == "Lambda" else UnsafePayloadError)(message, what=what)
 
 
 def _spelt(node: dict) -> str:
