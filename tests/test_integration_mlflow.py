@@ -167,3 +167,31 @@ def test_a_refused_lambda_names_the_flavors_safe_mode_switch_and_following_it_lo
     assert np.array_equal(served.predict(x), model.predict(x, verbose=0))
     direct = keras_pickle_mlflow.load_model(str(tmp_path / "m"), safe_mode=False)
     assert np.array_equal(direct.predict(x, verbose=0), model.predict(x, verbose=0))
+
+
+@pytest.mark.parametrize(
+    "declared", [{"safe_mode": False}, {"allow_by_value": True}, {"custom_objects": {"relu": "os.system"}}]
+)
+def test_an_mlmodel_file_cannot_loosen_its_own_loading_and_the_advice_loads_it(tmp_path, declared):
+    """MLflow passes the ``model_config`` an MLmodel file declares to the loader as if the caller had: a file
+    that declares a loosened value (which the flavor never writes) is refused before anything is read, and the
+    refusal's advice (the flavor's ``load_model`` with the switch) loads the model."""
+    keras.utils.set_random_seed(0)
+    model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(2), keras.layers.Lambda(lambda t: t * 2.0)])
+    x = np.linspace(-1, 1, 12, dtype="float32").reshape(3, 4)
+    keras_pickle_mlflow.save_model(model, str(tmp_path / "m"))
+    mlmodel = tmp_path / "m" / "MLmodel"
+    written = yaml.safe_load(mlmodel.read_text())
+    assert written["flavors"]["python_function"]["config"] == keras_pickle_mlflow.DECLARED_MODEL_CONFIG
+    written["flavors"]["python_function"]["config"].update(declared)
+    mlmodel.write_text(yaml.safe_dump(written))
+    with pytest.raises(keras_pickle.UnsafePayloadError) as info:
+        mlflow.pyfunc.load_model(str(tmp_path / "m"))
+    assert "asks to loosen its own loading" in str(info.value)
+    assert repr(declared)[1:-1] in str(info.value)
+    assert "keras_pickle.integrations.mlflow.load_model(model_uri" in str(info.value)
+    # The caller asking for the same thing through pyfunc does not make the file's declaration acceptable.
+    with pytest.raises(keras_pickle.UnsafePayloadError):
+        mlflow.pyfunc.load_model(str(tmp_path / "m"), model_config={"safe_mode": False})
+    direct = keras_pickle_mlflow.load_model(str(tmp_path / "m"), safe_mode=False)
+    assert np.array_equal(direct.predict(x, verbose=0), model.predict(x, verbose=0))

@@ -113,7 +113,7 @@ def save_model(
         python_env=_PYTHON_ENV_FILE_NAME,
         # Every key a loader may override (mlflow.pyfunc.load_model(uri, model_config={...})): MLflow drops, with a
         # warning, a key the logged model does not declare.
-        model_config={"allow_by_value": False, "custom_objects": None, "safe_mode": True},
+        model_config=dict(DECLARED_MODEL_CONFIG),
     )
     mlflow_model.add_flavor(
         FLAVOR_NAME,
@@ -218,6 +218,32 @@ def _read(
         raise type(e)(in_mlflow_terms(str(e)), what=e.what) from e
 
 
+DECLARED_MODEL_CONFIG = {"allow_by_value": False, "custom_objects": None, "safe_mode": True}
+"""The ``model_config`` every logged model declares: each key a loader may override, at its safe default.
+
+The MLmodel file is part of what a model's author writes, and MLflow hands its declared values to the loader
+as if the caller had passed them. A file declaring anything else asks to loosen its own loading, so it is
+refused (:func:`_refuse_loosened_declaration`): only the caller can loosen, by the switches named there."""
+
+
+def _refuse_loosened_declaration(model_dir: str) -> None:
+    """Raise :class:`UnsafePayloadError` when the MLmodel file in ``model_dir`` declares a ``model_config``
+    that differs from :data:`DECLARED_MODEL_CONFIG` (a value keras_pickle never writes)."""
+    pyfunc_conf = Model.load(os.path.join(model_dir, MLMODEL_FILE_NAME)).flavors.get("python_function", {})
+    declared = pyfunc_conf.get("config") or {}
+    loosened = {key: value for key, value in declared.items() if DECLARED_MODEL_CONFIG.get(key) != value}
+    if loosened:
+        raise UnsafePayloadError(
+            f"The MLmodel file in {model_dir!r} declares model_config {loosened!r}, which this flavor never "
+            f"writes (it declares {DECLARED_MODEL_CONFIG!r}): the file asks to loosen its own loading, and "
+            "MLflow would pass that on as if you had asked for it. Only you can loosen safe mode. If you trust "
+            "this model as much as code you run, load it with keras_pickle.integrations.mlflow.load_model("
+            "model_uri, ...) and the switch you mean (safe_mode=False, allow_by_value=True or custom_objects="
+            "{...}), which ignores the file's declaration.",
+            what="model_config",
+        )
+
+
 MLFLOW_SWITCHES = (
     (
         "keras_pickle.loads(data, allow_by_value=True)",
@@ -265,6 +291,7 @@ def _load_pyfunc(data_path: str, model_config: dict | None = None) -> _PyFuncMod
     """MLflow's pyfunc entry point (``loader_module``): ``model_config={"allow_by_value": True}`` opts in;
     ``model_config={"custom_objects": {...}}`` names functions safe mode may load; ``model_config={"safe_mode":
     False}`` loads a model the caller trusts as much as code it runs."""
+    _refuse_loosened_declaration(os.path.dirname(data_path))
     config = model_config or {}
     allow_by_value = bool(config.get("allow_by_value", False))
     safe_mode = config.get("safe_mode", True) is not False
