@@ -18,6 +18,7 @@ from ._reader import safe
 from ._reader.prescan import check_lengths, describe_bytes, foreign_format, peek
 from ._rebuild.safe_policy import globals_policy
 from ._wire import damage as _damage
+from ._wire import stream_root
 from ._wire.reprs import shorten
 from ._wire.stream import JoinedStream
 from .errors import (
@@ -210,12 +211,13 @@ def _load_one(file: IO[bytes], options: _options.LoadOptions, *, buffers, descri
     except NotAPayloadError as e:
         raise _damaged_or(e, head, describe) from e
     unpickler = None
+    start = stream_root.position(file)
     with _options.loading(options):
         try:
             if safe_mode:
                 unpickler = safe.SafeUnpickler(file, policy=globals_policy(), buffers=buffers)
             else:
-                unpickler = pickle.Unpickler(file, buffers=buffers)
+                unpickler = stream_root.RecordingUnpickler(file, buffers=buffers)
             obj = unpickler.load()
         except UnsafePayloadError as e:
             if safe.looks_like_keras_native(head):
@@ -238,7 +240,8 @@ def _load_one(file: IO[bytes], options: _options.LoadOptions, *, buffers, descri
             failure = _load_failure.payload_error(unpickler, options.restored, e)
             if isinstance(failure, CustomObjectLoadError):
                 raise failure from e  # code carried by value that fails to load here: not damage
-            damaged = _damage.stream_damage(head, describe(), e)
+            requested = getattr(unpickler, "requested", None)
+            damaged = _damage.stream_damage(head, describe(), e, requested=requested)
             if damaged is not None:
                 raise damaged from e
             if failure is not None:
@@ -255,7 +258,9 @@ def _load_one(file: IO[bytes], options: _options.LoadOptions, *, buffers, descri
                 found=describe(),
                 original_error=e,
             ) from e
-    unused = _unused_at_stop(unpickler, obj) if options.restored else None
+    unused = None
+    if options.restored:
+        unused = stream_root.unused_at_stop(unpickler, obj, lambda: stream_root.reread(file, start))
     if unused:  # what STOP returned is not what the stream built: a damaged opcode before it
         error = NotAPayloadError(
             f"Not a keras_pickle payload: {describe()} is not a well-formed pickle ({unused}).", found=describe()
@@ -271,29 +276,6 @@ def _load_one(file: IO[bytes], options: _options.LoadOptions, *, buffers, descri
         )
         raise _damaged_or(error, head, describe)
     return obj
-
-
-def _unused_at_stop(unpickler: Any, obj: Any) -> str | None:
-    """What shows that the value STOP returned (``obj``) is not the one the stream built, else None.
-
-    A pickler leaves exactly one value on the unpickler's stack, the object it was given, which it
-    memoized (a memo entry for the object: pickle writes one for every object but None, a bool, a
-    number and the empty tuple, unless in its "fast" mode, which writes none at all). One damaged
-    opcode byte before STOP changes that: a memo store read as an empty tuple or a ``TUPLE1`` returns
-    that instead, leaving the payload unused. Safe mode's pure-Python unpickler shows its stacks; the
-    C unpickler (``safe_mode=False``) its memo only.
-    """
-    stack, metastack = getattr(unpickler, "stack", None), getattr(unpickler, "metastack", None)
-    if isinstance(stack, list) and isinstance(metastack, list) and (stack or metastack):
-        left = len(stack) + sum(len(frame) for frame in metastack) + len(metastack)
-        return f"{left} values left unused when it stopped"
-    try:
-        memo = unpickler.memo.copy()
-    except Exception:
-        return None
-    if memo and not any(value is obj for value in memo.values()):
-        return f"the {type(obj).__name__} it returns is none that it built and kept"
-    return None
 
 
 def _damaged_or(error: KerasPickleError, head: bytes, describe: Callable[[], str]) -> KerasPickleError:

@@ -491,3 +491,50 @@ def test_a_pickler_in_fast_mode_which_memoizes_nothing_still_loads(model):
         assert same_model(restored, model) and three == 3
     info = keras_pickle.inspect(file.getvalue(), verify=True)
     assert info.checksum_status in ("verified", "absent")
+
+
+@pytest.mark.parametrize("protocol", (2, 5))
+def test_without_safe_mode_every_changed_byte_is_damage_or_the_same_model(model, swept, protocol):
+    """pickle's own unpickler (``safe_mode=False``) imports what a global names: a damaged byte in a written
+    global's module reads as a module the process lacks, and is still called damage. Every byte, two values."""
+    data = swept[protocol]
+    counts: dict[str, int] = {}
+    for position, value, damaged in sampled_replacements(data, per_byte=2):
+        try:
+            kind, _ = outcome(lambda b: keras_pickle.loads(b, safe_mode=False), damaged, model)
+        except AssertionError as e:
+            raise AssertionError(f"byte {position} set to {value:#04x}: {e}") from None
+        counts[kind] = counts.get(kind, 0) + 1
+    assert counts["ChecksumMismatchError"] > 0.9 * sum(counts.values()), counts
+
+
+@pytest.mark.parametrize(
+    "written, damaged_to",
+    [(b"keras_pickle._format", b"Keras_pickle._format"), (b"_format", b"_formbt"), (b"restore", b"restorf")],
+)
+def test_without_safe_mode_a_damaged_written_global_is_damage_not_a_missing_module(payloads, written, damaged_to):
+    data = payloads[5]
+    damaged = data.replace(written, damaged_to, 1)
+    assert len(damaged) == len(data) and damaged != data
+    with pytest.raises(keras_pickle.ChecksumMismatchError, match="where keras_pickle writes keras_pickle._format"):
+        keras_pickle.loads(damaged, safe_mode=False)
+
+
+def test_a_missing_module_outside_safe_mode_stays_its_own_error(payloads):
+    found = damage.stream_damage(
+        payloads[5], "the data", ModuleNotFoundError("No module named 'my_layers'"), requested="my_layers.Scale"
+    )
+    assert found is None
+
+
+@pytest.mark.parametrize("protocol", (2, 4, 5))
+@pytest.mark.parametrize("safe_mode", [True, False])
+def test_a_payload_run_through_pickletools_optimize_still_loads(model, protocol, safe_mode):
+    """``pickletools.optimize`` drops every memo store never read back, the root's among them: not damage."""
+    keras_pickle.install()
+    optimized = pickletools.optimize(keras_pickle.dumps(model, protocol=protocol, checksum=True))
+    assert same_model(keras_pickle.loads(optimized, safe_mode=safe_mode), model)
+    restored, three = keras_pickle.loads(pickletools.optimize(pickle.dumps([model, 3], protocol)), safe_mode=safe_mode)
+    assert same_model(restored, model) and three == 3
+    info = keras_pickle.inspect(optimized, verify=True)
+    assert info.checksum_status == "verified"

@@ -53,9 +53,8 @@ class Stream:
     protocol: int = 0
     parsed: bool = False
     globals: list[tuple[str, str]] = dataclasses.field(default_factory=list)
-    # Descriptions of the calls the stream spells, each once: the first LISTED
-    # of them, and the first LISTED that safe mode refuses; ``more_*`` when
-    # further ones were left out.
+    # Descriptions of the calls the stream spells, each once: the first LISTED of them, and the first
+    # LISTED that safe mode refuses; ``more_*`` when further ones were left out.
     calls: dict[str, None] = dataclasses.field(default_factory=dict)
     unexpected_calls: dict[str, None] = dataclasses.field(default_factory=dict)
     more_calls: bool = False
@@ -100,6 +99,7 @@ def evaluate(pickle_input: Input, *, hold_data: bool) -> Stream:
     stack: list[Any] = []
     metastack: list[list[Any]] = []
     memo: dict[Any, Any] = {}
+    memo_read: set[Any] = set()  # the memo keys the stream reads back
     seen_globals: set[tuple[str, str]] = set()
     key = _Keys()
 
@@ -173,7 +173,7 @@ def evaluate(pickle_input: Input, *, hold_data: bool) -> Stream:
                     raise _Malformed(
                         f"its last frame announces {frame_end - reader.position:,} bytes more than the pickle holds"
                     )
-                stream.unused_at_stop = unused_at_stop(stack, metastack, memo)
+                stream.unused_at_stop = unused_at_stop(stack, metastack, memo, memo_read)
                 break
             elif name == "MARK":
                 metastack.append(stack)
@@ -288,6 +288,7 @@ def evaluate(pickle_input: Input, *, hold_data: bool) -> Stream:
                 if arg not in memo:
                     raise _Malformed(f"memo key {short(arg)} missing")
                 stack.append(memo[arg])
+                memo_read.add(arg)
             # globals and calls: recorded, never resolved or made
             elif name in ("GLOBAL", "INST"):
                 module, _, global_name = str(arg).partition(" ")

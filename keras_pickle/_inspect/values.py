@@ -148,19 +148,21 @@ def some(items: Iterable[str], limit: int = 8, more: bool = False) -> str:
     return shown + (f" and {len(distinct) - limit} more" if len(distinct) > limit else "")
 
 
-def unused_at_stop(stack: list, metastack: list, memo: dict) -> str | None:
+def unused_at_stop(stack: list, metastack: list, memo: dict, memo_read: set) -> str | None:
     """What shows, at STOP, that the value it returns is not the one the stream built; else None.
 
     As ``keras_pickle.loads`` judges it: a pickler leaves exactly one value, which it memoized
     (unless in its "fast" mode, which memoizes nothing); one damaged opcode byte before STOP pushes
-    another, or wraps the last in a tuple, and STOP returns that.
+    another, or wraps the last in a tuple, and STOP returns that. The memo is judged only where the
+    stream stores an entry it never reads back (``memo_read``: the keys it does): ``pickletools.optimize``
+    keeps only those read back, never the root's.
     """
     if not stack:
         return "nothing left to return when it stopped"
     if metastack or len(stack) > 1:
         left = len(stack) - 1 + sum(len(frame) for frame in metastack) + len(metastack)
         return f"{left} values left unused when it stopped"
-    if memo and not any(value is stack[0] for value in memo.values()):
+    if memo and not any(value is stack[0] for value in memo.values()) and memo.keys() - memo_read:
         return f"the {type(stack[0]).__name__} it returns is none that it built and kept"
     return None
 

@@ -156,7 +156,9 @@ def damaged(
     )
 
 
-def stream_damage(head: bytes, what: str, error: BaseException) -> KerasUnpicklingError | None:
+def stream_damage(
+    head: bytes, what: str, error: BaseException, *, requested: str | None = None
+) -> KerasUnpicklingError | None:
     """The error for a stream whose unpickling failed with ``error``, when the failure is damage; else None.
 
     A :class:`~keras_pickle.ChecksumMismatchError` when the stream shows a checksum; else a
@@ -169,13 +171,15 @@ def stream_damage(head: bytes, what: str, error: BaseException) -> KerasUnpickli
     malformed opcode or argument, a string that does not decode, a memo entry missing, a global one
     character away from one keras_pickle writes, a dict key or ``BUILD`` that keras_pickle never
     writes. Not a module or attribute the loading process lacks (ImportError, "Can't get
-    attribute"), nor any other refusal of safe mode. ``what`` names the data ("the file 'x.pkl'").
+    attribute"), unless the global the stream asked for (``requested``, ``module.name``, where the
+    unpickler recorded it) is one a damaged byte makes of a global keras_pickle writes; nor any other
+    refusal of safe mode. ``what`` names the data ("the file 'x.pkl'").
 
     A payload's stream spells :data:`FORMAT_MARKER` twice near its start, so one damaged byte leaves
     one; its checksum (``"checksum": "xxh3_64+header:<hex>"``) is recognised with any one byte changed.
     """
     head = bytes(head[:HEAD_BYTES])
-    if FORMAT_MARKER not in head or not _is_damage(error):
+    if FORMAT_MARKER not in head or not _is_damage(error, requested):
         return None
     checksum = head_checksum(head)
     if isinstance(error, UnsafePayloadError):
@@ -186,6 +190,10 @@ def stream_damage(head: bytes, what: str, error: BaseException) -> KerasUnpickli
             found = f"its stream holds what keras_pickle never writes ({shorten(str(error), 200)})"
     elif isinstance(error, NotAPayloadError):  # the reader's own words: "<what> is not a well-formed pickle (...)"
         found = shorten(str(error).removeprefix("Not a keras_pickle payload: ").rstrip("."), 300)
+    elif requested is not None and _is_missing(error):
+        near = near_written_global(requested)
+        written = f" where keras_pickle writes {near}" if near else ", a name keras_pickle never writes"
+        found = f"its stream names {shorten(requested, 80)}{written}"
     else:
         found = f"{what} could not be unpickled ({type(error).__name__}: {shorten(str(error), 200)})"
     if isinstance(error, UnsafePayloadError):
@@ -233,7 +241,12 @@ def verdict_damage(head: bytes, error: BaseException) -> KerasUnpicklingError | 
 _CORRUPT = "Corrupt keras_pickle payload: "
 
 
-def _is_damage(error: BaseException) -> bool:
+def _is_missing(error: BaseException) -> bool:
+    """Whether ``error`` says the loading process lacks a module or a class (outside safe mode)."""
+    return isinstance(error, ImportError) or (isinstance(error, AttributeError) and "Can't get attribute" in str(error))
+
+
+def _is_damage(error: BaseException, requested: str | None = None) -> bool:
     """Whether an unpickler's ``error`` is one a damaged stream raises (see :func:`stream_damage`)."""
     if isinstance(error, UnsafePayloadError):
         # "_codecs.encode": refused for its codec argument, which keras_pickle always writes as "latin1"
@@ -247,8 +260,9 @@ def _is_damage(error: BaseException) -> bool:
         return True  # the stream is malformed, or unpickles to no payload: its head shows one
     if isinstance(error, KerasPickleError):
         return False  # a reconstructor's own verdict, made after the stream was read
-    if isinstance(error, ImportError) or (isinstance(error, AttributeError) and "Can't get attribute" in str(error)):
-        return False  # the loading process lacks a module or a class (outside safe mode)
+    if _is_missing(error):  # the loading process lacks a module or a class (outside safe mode)...
+        # ...unless what the stream asked for is a written global with a damaged byte
+        return requested is not None and (near_written_global(requested) is not None or garbled_global(requested))
     return isinstance(error, Exception)
 
 
