@@ -434,3 +434,51 @@ def test_report_agrees_with_pickle_dumps(name):
     report = keras_pickle.check(feeder)
     assert_truthful(feeder, report)
     assert [p.path for p in report.problems] == ([] if report.ok else ["feeder.arr"])
+
+
+@pytest.mark.parametrize("compiled", ["after install()", "before install()"])
+def test_check_says_a_model_and_its_optimizer_pickle_together_as_pickle_does(compiled):
+    """check() recommends pickle.dumps((model, optimizer)) and must then agree that it pickles, whenever
+    the model was compiled; the optimizer before its model stays refused, by check() and by pickle."""
+
+    def trained():
+        keras.utils.set_random_seed(0)
+        model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(2)])
+        model.compile(optimizer="adam", loss="mse")
+        model.fit(np.ones((8, 4)), np.ones((8, 2)), verbose=0)
+        return model
+
+    model = constructed_before_install(trained) if compiled == "before install()" else trained()
+    for obj, ok in [
+        ((model, model.optimizer), True),
+        ({"model": model, "optimizer": model.optimizer}, True),
+        ((model.optimizer, model), False),
+    ]:
+        report = keras_pickle.check(obj)
+        assert report.ok is ok, str(report)
+        assert_truthful(obj, report)
+
+
+def test_a_compile_metric_with_running_totals_is_refused_after_its_model_and_the_advice_works():
+    """A compile metric's running totals are not in its model's pickle (Keras resets them at every fit and
+    evaluate): with totals it is refused even after its model, by pickle and check() alike, and the refusal's
+    advice (reset_state(), then the model first) pickles it as the restored model's own metric."""
+    keras.utils.set_random_seed(0)
+    auc = keras.metrics.AUC(name="auc")
+    model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1, activation="sigmoid")])
+    model.compile(optimizer="adam", loss="binary_crossentropy", metrics=[auc])
+    model.fit(np.linspace(0, 1, 32).reshape(16, 2), np.tile([[0.0], [1.0]], (8, 1)), verbose=0)
+    assert float(auc.result()) != 0.0
+    with pytest.raises(keras_pickle.PickleRefusedError, match="running totals") as info:
+        pickle.dumps((model, auc))
+    assert "metric.reset_state()" in str(info.value)
+    report = keras_pickle.check((model, auc))
+    assert not report.ok and "running totals" in str(report), str(report)
+    assert_truthful((model, auc), report)
+
+    auc.reset_state()
+    report = keras_pickle.check((model, auc))
+    assert report.ok, str(report)
+    restored, restored_auc = pickle.loads(pickle.dumps((model, auc)))
+    restored.evaluate(np.linspace(0, 1, 32).reshape(16, 2), np.tile([[0.0], [1.0]], (8, 1)), verbose=0)
+    assert float(restored_auc.result()) == restored.get_metrics_result()["auc"]

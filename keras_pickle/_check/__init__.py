@@ -31,6 +31,7 @@ from typing import Any
 import keras
 import numpy as np
 
+from .._keras3 import records as _records
 from .._protocol import install as _install
 from .._protocol import mixins as _mixins
 from .._protocol import opt_in as _opt_in
@@ -165,6 +166,8 @@ class _Walker:
                 f"{path}: keras_pickle is not installed, so Keras's own pickling applies; call "
                 "keras_pickle.install() to carry custom objects and the full training state."
             )
+        if _has_our_reducer(layer):
+            _records.record_owned_parts(layer)  # as pickling it does: its optimizer and metrics, if they follow
         error, custom_objects = layers.layer_failure(layer)
         if error is not None:
             for where, culprit, culprit_error in layers.culprits(layer, path, error):
@@ -207,6 +210,16 @@ class _Walker:
             self.notes.append(
                 f"{path}: Keras pickles a {type(obj).__name__} from its config only; its state would be lost."
             )
+            return
+        owned = _records.owner(obj)
+        if (
+            owned is not None
+            and id(owned[0]) in self.seen
+            and not _opt_in.allows(kind, obj)
+            and _mixins.carried_whole(kind, obj, owned)
+        ):
+            # Its model comes first in the same pickle, which carries it: it comes back as that model's.
+            self.notes.append(f"{path}: pickled as {type(owned[0]).__name__} '{owned[0].name}''s {owned[1]}.")
             return
         if not _opt_in.allows(kind, obj):
             try:

@@ -113,6 +113,15 @@ def _opt_in_covers(kind: str, obj: Any) -> bool:
     return kind == "callbacks" or _dialect.of(obj) == _dialect.KERAS3
 
 
+def carried_whole(kind: str, obj: Any, owned: tuple[Any, str]) -> bool:
+    """Whether the payload of ``obj``'s model (``owned``: ``(model, path)``) carries ``obj`` with all its state.
+
+    Everything a model owns but a compile metric's running totals, which the model's payload leaves out
+    (Keras resets them at the start of every ``fit()`` and ``evaluate()``): a compile metric travels as the
+    model's only while it holds nothing a fresh one would not."""
+    return not (kind == "metrics" and owned[1].startswith("compile_metrics[") and not _opt_in.holds_no_state(kind, obj))
+
+
 def _refusal(why: str, instead: str, kind: str) -> tuple[Callable, Callable]:
     """``__reduce_ex__`` / ``__reduce__`` that refuse with ``why`` and ``instead``.
 
@@ -135,7 +144,14 @@ def _refusal(why: str, instead: str, kind: str) -> tuple[Callable, Callable]:
             f"{instead} If a model holds it, pickle that model before it in the same pickle "
             f"(pickle.dumps((model, {kind[:-1]}))), and it comes back as that model's, with the model's state."
         )
-        if owned is not None:
+        if owned is not None and not carried_whole(kind, obj, owned):
+            what_to_do = (
+                f"It is {type(owned[0]).__name__} '{owned[0].name}''s {owned[1]}, whose running totals the "
+                "model's own pickle leaves out (Keras resets them at the start of every fit() and evaluate()), "
+                "so they would be lost with it too. If they do not matter, call metric.reset_state() first and "
+                f"it travels as that model's (pickle.dumps((model, {kind[:-1]})))."
+            )
+        elif owned is not None:
             what_to_do = (
                 f"It belongs to {type(owned[0]).__name__} '{owned[0].name}' (its {owned[1]}): pickle that model "
                 f"before it in the same pickle, e.g. pickle.dumps((model, {kind[:-1]})), and it comes back as "
@@ -150,7 +166,7 @@ def _refusal(why: str, instead: str, kind: str) -> tuple[Callable, Callable]:
         if allowed and not (kind == "optimizers" and getattr(obj, "built", False)):
             return _opt_in.allowed_reduce(obj, kind, protocol)
         owned = _records.owner(obj)
-        if owned is not None and _stream.pickled_before(owned[0]):
+        if owned is not None and _stream.pickled_before(owned[0]) and carried_whole(kind, obj, owned):
             return part_of, owned
         if allowed:
             return _opt_in.allowed_reduce(obj, kind, protocol)
