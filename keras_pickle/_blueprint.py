@@ -17,8 +17,9 @@ import numpy as np
 
 @dataclasses.dataclass
 class LayerState:
-    # The layer's place (a str); an int: its index in _flatten_layers() (format versions 1 and 2).
-    place: str | int
+    # The layer's place (a str), or a positional one naming its index in _flatten_layers()
+    # (keras_pickle._wire.body_sections.positional_place).
+    place: str
     own_variables: list[tuple[str, np.ndarray]]
     assets: list[tuple[str, bytes]]
 
@@ -61,7 +62,8 @@ class Blueprint:
     config_json: str
     custom_objects: dict[str, Any]
     state: Any  # a CapturedState
-    dtype_policy: str | None = None
+    # The object's dtype policy as JSON, Keras's global policy while it is rebuilt; "": none recorded.
+    dtype_policy: str = ""
     # Objects rebuilt from recorded constructor calls (_construct.Constructed), by placeholder index.
     constructed: list = dataclasses.field(default_factory=list)
     # A recorded compile() call to replay (_compile), and the configs of the optimizers it marks.

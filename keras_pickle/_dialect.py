@@ -2,7 +2,8 @@
 
 The dump side and the load side are shared; where they need a dialect's own answer (how a model is
 walked, serialized, rebuilt, what safe mode refuses in it) they ask :func:`of` or the payload's
-header (:func:`keras_pickle._wire.schema.dialect_of`) and go to :mod:`keras_pickle._keras3` or
+header (its ``dialect``, which every header has once :mod:`keras_pickle._wire.upgrade` brought it to the
+current format version) and go to :mod:`keras_pickle._keras3` or
 :mod:`keras_pickle._tfkeras`. Nothing here imports a Keras: tf-keras is imported only when a payload
 or an object of it is met (it imports TensorFlow).
 """

@@ -18,11 +18,10 @@ from .._wire.schema import (
     DEFINED_HERE,
     FORMAT_NAME,
     FORMAT_VERSION,
-    HEADER_FIELDS,
-    HEADER_FIELDS_V3,
     KINDS,
     body_fields,
     check_exact_fields,
+    header_fields,
 )
 from ..errors import KerasPickleError, ResourceLimitError
 from . import verdict
@@ -322,12 +321,13 @@ def _damage_status(status: str, carried: str | None, problems: list[str], *, ver
 
 def _field_problems(header: dict, body: dict) -> list[str]:
     """What is wrong with the names of the header's and the body's fields (which no checksum covers), and with
-    the structure of the recorded calls."""
+    the structure of the recorded calls: as written, in the shape of the format version the header names
+    (what loading checks before it brings an older payload to the current shape)."""
     version = header.get("format_version")
     if not (isinstance(version, int) and not isinstance(version, bool) and 1 <= version <= FORMAT_VERSION):
         return []
     problems = []
-    expected = [("header", header, HEADER_FIELDS if version >= 4 else HEADER_FIELDS_V3)]
+    expected = [("header", header, header_fields(version))]
     if header.get("kind") in KINDS:
         expected.append((f"{header['kind']} body", body, body_fields(header)))
     for what, fields, names in expected:

@@ -10,8 +10,10 @@ Each piece is keyed by the layer's place (:attr:`keras_pickle._keras3.names.Surv
 ``preprocessor/tokenizer``), so that a layer the original created late (a
 KerasHub preprocessor builds its packer on first use) shifts nothing; a
 piece with no layer at its place in the rebuilt object is an error that
-names both. Payloads of format versions 1 and 2 key it by the layer's index
-in ``_flatten_layers()``, and load as they did.
+names both. A positional place (``#3/``, :func:`keras_pickle._wire.body_sections.positional_place`)
+names a layer by its index in the rebuilt object's ``_flatten_layers()`` order instead: it is what
+the index of a format version 1 or 2 payload becomes when :mod:`keras_pickle._wire.upgrade`
+brings it to the current shape.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import keras
 import numpy as np
 
 from .._blueprint import LayerState as LayerState
+from .._wire.body_sections import place_position
 from ..errors import StateMismatchError
 from . import backend as _backend
 from .census import census_of
@@ -39,7 +42,7 @@ def capture(obj: Any) -> list[LayerState]:
 
 
 def apply(obj: Any, states: list[LayerState], describe: str, assign: Any) -> None:
-    """Load ``states`` into the layers of ``obj`` (freshly rebuilt, or its census), found by place (or index).
+    """Load ``states`` into the layers of ``obj`` (freshly rebuilt, or its census), found by place (or position).
 
     ``assign(targets, values, owner=...)`` assigns carried RNN states. A
     preprocessing layer that got no state derives what Keras's loader lets
@@ -58,13 +61,15 @@ def apply(obj: Any, states: list[LayerState], describe: str, assign: Any) -> Non
             _reload_own_variables(layer)
 
 
-def _find(place: str | int, layers: list, by_place: dict[str, Any], describe: str) -> Any:
-    if isinstance(place, int):
-        if not 0 <= place < len(layers):
+def _find(place: str, layers: list, by_place: dict[str, Any], describe: str) -> Any:
+    position = place_position(place)
+    if position is not None:
+        if position >= len(layers):
             raise StateMismatchError(
-                f"The payload holds state for layer #{place}, but the rebuilt {describe} has only {len(layers)} layers."
+                f"The payload holds state for layer #{position}, but the rebuilt {describe} has only "
+                f"{len(layers)} layers."
             )
-        return layers[place]
+        return layers[position]
     layer = by_place.get(place)
     if layer is None:
         shown = ", ".join(repr(p or "(the object itself)") for p in sorted(by_place)[:12])

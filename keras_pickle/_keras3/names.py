@@ -97,7 +97,7 @@ class Survey:
     """What one walk over a model's layers tells (:func:`survey`).
 
     ``layers``: ``root`` and every layer in it, each once, in the order of Keras's
-    ``root._flatten_layers()`` (format versions 1 and 2 number layers by it).
+    ``root._flatten_layers()`` (a positional place numbers layers by it: ``layer_state``).
     ``places``: ``id(layer) -> place``, the path of :func:`variable_keys` without the variable
     (``block/dense``; ``root`` itself is ``""``), unique (a place two layers would share gets
     ``#2``, ``#3``... in walk order). ``listed``: ``id()`` of the layers a config rebuilds

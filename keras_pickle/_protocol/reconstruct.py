@@ -1,7 +1,9 @@
 """The reconstructor every payload calls: ``keras_pickle._format.restore(header, body)``.
 
 It validates the header before touching the body, the body before decoding
-anything (:mod:`keras_pickle._wire.schema`), in safe mode judges what the
+anything (:mod:`keras_pickle._wire.schema`: both as written, their checksum verified), brings a
+payload of an older format version to the current shape once (:mod:`keras_pickle._wire.upgrade`:
+nothing after it knows older versions), in safe mode judges what the
 body's objects and configs stand for (:mod:`keras_pickle._rebuild.safe_policy`; first, a
 newer Keras's config keys this one lacks are dropped or refused by
 :mod:`keras_pickle._rebuild.skew`) and holds Keras's own safe mode for the whole rebuild,
@@ -31,7 +33,7 @@ from .._rebuild import payload as _rebuild_payload
 from .._rebuild import reclaim as _reclaim
 from .._rebuild import safe_policy as _safe_policy
 from .._rebuild import skew as _skew
-from .._wire import schema
+from .._wire import schema, upgrade
 from .._wire.refs import InertReference
 from .._wire.reprs import shorten
 from ..errors import KerasPickleError, KerasUnpicklingError
@@ -64,14 +66,16 @@ def restore(header, body):
 
     This is the function every keras_pickle pickle calls; its path is part of the format.
     """
+    written = header  # as the payload holds it: errors name the format version it was written in
     try:
         header = schema.check_header(header)
         unloadable = _by_value.first_unloadable(body)
         if unloadable is not None:  # a class the body carries by value did not unpickle here
             raise _load_failure.unloadable_error(header, unloadable)
-        dialect = schema.dialect_of(header)
         safe_mode = _options.load_options().safe_mode
         body = schema.check_body(header, body, is_custom_object=_custom_object_check(safe_mode))
+        header, body = upgrade.to_current(header, body)  # from here on, the current format version's shape
+        dialect = header["dialect"]
         decoded = _safe_policy.vet_names(body) if safe_mode else None  # Keras-free: nothing imported before it
         _dialect.require(dialect, header["keras_version"])  # tf-keras: imported, or both sides named
         checked = body
@@ -93,16 +97,16 @@ def restore(header, body):
             else:
                 obj = _rebuild_payload.object_from_payload(header, body, safe_mode=safe_mode)
     except KerasPickleError as e:
-        _skew.name_sides(e, header)  # from another Keras, backend or format: both sides named
+        _skew.name_sides(e, written)  # from another Keras, backend or format: both sides named
         raise
     except Exception as e:
         root = root_cause(e)
         raise _skew.name_sides(
             KerasUnpicklingError(
-                f"Could not rebuild {_class_of(header)} from its payload: {type(root).__name__}: {shorten(str(root))}",
+                f"Could not rebuild {_class_of(written)} from its payload: {type(root).__name__}: {shorten(str(root))}",
                 original_error=e,
             ),
-            header,
+            written,
         ) from e
     for hook in _after_restore:
         hook()

@@ -97,7 +97,7 @@ def clear() -> None:
 
 def payload_key(header: dict, body: dict) -> str | None:
     """The content key of a Keras 3 model payload on TensorFlow (see the module docstring); ``None``: not cached."""
-    if header.get("kind") != KIND_LAYER or header.get("dialect", _dialect.KERAS3) != _dialect.KERAS3:
+    if header["kind"] != KIND_LAYER or header["dialect"] != _dialect.KERAS3:
         return None
     if keras.backend.backend() != "tensorflow":
         return None  # a copy would copy every value (see the module docstring)

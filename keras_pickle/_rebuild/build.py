@@ -26,17 +26,17 @@ from . import state as _rebuild_state
 
 
 @contextlib.contextmanager
-def _global_policy(policy_text: str | None):
+def _global_policy(policy_text: str):
     """Within: Keras's global dtype policy (per thread) is the one ``policy_text`` serializes.
 
     A model built under a global mixed policy takes it from there, not from
     its config (Functional does not record it; Sequential ignores it), and
     so does its compile, which wraps the optimizer in a LossScaleOptimizer
     under ``mixed_float16``. Rebuilt under the loading process's policy, it
-    would come back float32 with a different optimizer. ``None`` (format
-    version 1 payloads): the loading process's policy.
+    would come back float32 with a different optimizer. ``""`` records none:
+    the loading process's policy stays.
     """
-    if policy_text is None:
+    if not policy_text:
         yield
         return
     try:

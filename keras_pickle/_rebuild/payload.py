@@ -1,4 +1,5 @@
-"""Payloads back to Keras objects: what ``restore`` runs after the body is checked."""
+"""Payloads back to Keras objects: what ``restore`` runs after the body is checked and brought to the
+current format version's shape (:mod:`keras_pickle._wire.upgrade`)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from .._keras3.layer_state import LayerState
 from .._keras3.state import Blueprint
 from .._options import load_options
 from .._tfkeras import build as _tfkeras_build
-from .._wire import arrays, schema
+from .._wire import arrays
 from .._wire.refs import unwrap
 from .._wire.schema import KIND_LAYER
 from ..errors import KerasUnpicklingError
@@ -19,6 +20,7 @@ from . import build as _build
 
 
 def object_from_payload(header: dict, body: dict, *, safe_mode: bool) -> Any:
+    """The object a payload of the current format version holds (an older one, upgraded)."""
     custom_objects = body.get("custom_objects") or {}
     if not isinstance(custom_objects, dict):
         raise KerasUnpicklingError("Corrupt keras_pickle payload: custom_objects is not a dict.")
@@ -28,19 +30,19 @@ def object_from_payload(header: dict, body: dict, *, safe_mode: bool) -> Any:
         **load_options().custom_objects,
         **{str(name): unwrap(obj) for name, obj in custom_objects.items()},
     }
-    tf_keras = schema.dialect_of(header) == _dialect.TF_KERAS
-    if header.get("kind") != KIND_LAYER:
+    tf_keras = header["dialect"] == _dialect.TF_KERAS
+    if header["kind"] != KIND_LAYER:
         if tf_keras:
             return _tfkeras_build.from_config(body["config"], custom_objects, safe_mode=safe_mode)
         return _build.from_config(body["config"], custom_objects, safe_mode=safe_mode)
     blueprint = Blueprint(
         config_json=body["config"],
         custom_objects=custom_objects,
-        state=decode_state(body, backend=header.get("backend")),
-        dtype_policy=body.get("dtype_policy"),
-        constructed=_construct.from_entries(body.get("constructed")),
-        compile_call=body.get("compile_call"),
-        compile_objects=body.get("compile_objects") or {},
+        state=decode_state(body, backend=header["backend"]),
+        dtype_policy=body["dtype_policy"],
+        constructed=_construct.from_entries(body["constructed"]),
+        compile_call=body["compile_call"],
+        compile_objects=body["compile_objects"],
     )
     if tf_keras:
         return _tfkeras_build.rebuild_with_state(blueprint, safe_mode=safe_mode)
@@ -48,29 +50,30 @@ def object_from_payload(header: dict, body: dict, *, safe_mode: bool) -> Any:
 
 
 def decode_state(body: dict, *, backend: str | None = None) -> _model_state.CapturedState:
-    """The state in ``body``; ``backend`` is the one that wrote it (the header says)."""
+    """The state in a layer ``body`` of the current format version; ``backend`` is the one that wrote it
+    (the header says)."""
 
     def decoded(entries: Any) -> list:
         return [arrays.decode_array(e) for e in entries]
 
     return _model_state.CapturedState(
-        variables=decoded(body.get("variables", ())),
-        optimizer_variables=decoded(body.get("optimizer_variables", ())),
+        variables=decoded(body["variables"]),
+        optimizer_variables=decoded(body["optimizer_variables"]),
         layer_states=[
             LayerState(
                 place=place,
                 own_variables=decoded(own),
                 assets=[(str(path), bytes(content)) for path, content in assets],
             )
-            for place, own, assets in body.get("layer_states", ())
+            for place, own, assets in body["layer_states"]
         ],
-        optimizer_built=bool(body.get("optimizer_built", True)),
+        optimizer_built=body["optimizer_built"],
         backend=backend,
-        metric_variables=decoded(body.get("metric_variables", ())),
+        metric_variables=decoded(body["metric_variables"]),
         held_optimizers=[
             _model_state.HeldOptimizer(
                 path=path, config_json=config, built=built, targets=list(targets), variables=decoded(entries)
             )
-            for path, config, built, targets, entries in body.get("held_optimizers", ())
+            for path, config, built, targets, entries in body["held_optimizers"]
         ],
     )

@@ -2,8 +2,9 @@
 
 The specification is ``docs/format.md`` (with ``docs/format.schema.json``): every field of every
 format version, the reconstructors, the array encoding, the checksum and the limits. keras_pickle
-writes format version :data:`.schema.FORMAT_VERSION` (4) and reads versions 1 to 4; what follows is
-the current shape.
+writes format version :data:`.schema.FORMAT_VERSION` (4) and reads versions 1 to 4: a payload is
+checked and its checksum verified as written, then one of an older version is brought to the
+current shape (:mod:`.upgrade`), which is what follows.
 
 A pickled Keras object is the call ``keras_pickle._format.restore(header, body)``:
 
@@ -27,13 +28,14 @@ A pickled Keras object is the call ``keras_pickle._format.restore(header, body)`
     not depend on the writing process, ``block/dense/kernel``,
     ``dropout/seed_generator_state``, ``block/dense/kernel/momentum``; older
     payloads hold Keras's variable path); ``dtype_policy``: the object's own
-    dtype policy as JSON, Keras's global policy while it is rebuilt (absent
-    in format version 1); ``optimizer_built``: whether the optimizer had
+    dtype policy as JSON, Keras's global policy while it is rebuilt (``""``:
+    none recorded; absent in format version 1); ``optimizer_built``: whether the optimizer had
     created its slots; ``layer_states``: state that layers keep outside Keras
     variables (lookup tables, vocabularies), as ``(place, [(key, dtype,
     shape, data)], [(asset_path, bytes)])``, ``place`` the layer's place in the
-    model (an int, its index in ``_flatten_layers()``, in format versions 1
-    and 2); ``custom_objects``: the custom classes and functions the config
+    model, or a positional place ``#<n>/`` naming its index in
+    ``_flatten_layers()`` (what an int index of format versions 1 and 2
+    becomes); ``custom_objects``: the custom classes and functions the config
     names, keyed by the names Keras looks up; ``metric_variables`` (the
     compiled metrics' variables), ``held_optimizers`` (optimizers a model holds
     besides ``model.optimizer``: path, config, built, targets, variables),
@@ -46,7 +48,8 @@ and ``bytes`` under protocols 0-4; a uint8 numpy array only for a pickler that
 stores numpy arrays its own way (joblib). No zip, no HDF5.
 
 One module per concern: :mod:`.schema` (names, versions, header and body
-validation), :mod:`.arrays` (array codecs), :mod:`.checksum`, :mod:`.configs`
+validation), :mod:`.upgrade` (older format versions to the current shape, the one
+module that converts them), :mod:`.arrays` (array codecs), :mod:`.checksum`, :mod:`.configs`
 (reading a decoded Keras config), :mod:`.refs` (inert references),
 :mod:`.reprs` (bounded reprs of untrusted values). The limits are in
 :mod:`keras_pickle.limits`.

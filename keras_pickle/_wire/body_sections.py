@@ -5,12 +5,27 @@ constructor and ``compile()`` calls, the custom-object table. :mod:`.schema` run
 from __future__ import annotations
 
 import pickle
+import re
 from collections.abc import Callable, Iterable
 from typing import Any
 
 from .. import limits
 from ..errors import KerasUnpicklingError
 from .reprs import bounded_repr
+
+_POSITIONAL_PLACE = re.compile(r"#(0|[1-9][0-9]{0,17})/")
+
+
+def positional_place(position: int) -> str:
+    """The ``layer_states`` place that names a layer by its position in Keras's ``_flatten_layers()`` order
+    of the rebuilt object: ``#<position>/``. No layer's own place ends with ``/``."""
+    return f"#{position}/"
+
+
+def place_position(place: str) -> int | None:
+    """The position a :func:`positional_place` names; ``None`` for any other place."""
+    match = _POSITIONAL_PLACE.fullmatch(place)
+    return int(match.group(1)) if match else None
 
 
 def sequence(body: dict, key: str) -> list:
@@ -21,12 +36,12 @@ def sequence(body: dict, key: str) -> list:
     return value
 
 
-def checked_arrays(body: dict, format_version: int) -> Iterable[tuple[object, str]]:
-    """Every array entry of the body with its section, the structure around it checked."""
+def checked_arrays(body: dict, place_type: type) -> Iterable[tuple[object, str]]:
+    """Every array entry of the body with its section, the structure around it checked; each
+    ``layer_states`` place is a ``place_type`` (an ``int``, at least 0, or a ``str``)."""
     for section in ("variables", "optimizer_variables", "metric_variables"):
         for entry in sequence(body, section):
             yield entry, section
-    place_type = int if format_version < 3 else str
     for state in sequence(body, "layer_states"):
         if not (
             isinstance(state, tuple)

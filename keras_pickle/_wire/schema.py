@@ -2,7 +2,10 @@
 
 Every check here runs before the reconstructor decodes a single array or asks
 Keras to build anything; each failure is a
-:class:`~keras_pickle.KerasUnpicklingError` that says what was found.
+:class:`~keras_pickle.KerasUnpicklingError` that says what was found. A header and body are
+checked, and their checksum verified, as written: in their own format version's shape
+(:func:`header_fields`, :func:`body_fields`, :func:`place_type`). :mod:`.upgrade` then brings
+an older one to the current shape.
 """
 
 from __future__ import annotations
@@ -36,7 +39,8 @@ versions 1 and 2 hold its index) and adds ``metric_variables``, ``held_optimizer
 ``constructed``, ``compile_call`` and ``compile_objects``. Version 4 adds the header's ``dialect``
 (which Keras wrote the payload: :data:`DIALECTS`; versions 1 to 3 are Keras 3's) and the
 reconstructor :data:`BY_VALUE` (a class of the writer's main script, carried by value). Older
-payloads load as they always did."""
+payloads are checked and verified as written, then brought to this version's shape once
+(:func:`keras_pickle._wire.upgrade.to_current`), and load as they always did."""
 DIALECT_KERAS3, DIALECT_TF_KERAS = DIALECTS = ("keras3", "tf_keras")
 """The Keras dialects a payload may hold: Keras 3 (``keras``), and tf-keras (Keras 2, ``tf_keras``)."""
 DIALECT_NAMES = {DIALECT_KERAS3: "Keras 3", DIALECT_TF_KERAS: "tf-keras (Keras 2)"}
@@ -181,7 +185,7 @@ def _check_header(header: object) -> dict:
             supported_version=FORMAT_VERSION,
         )
     # A checksum cannot cover its own key: a damaged "checksum" key would turn verification off.
-    check_exact_fields("header", header, HEADER_FIELDS if version >= 4 else HEADER_FIELDS_V3)
+    check_exact_fields("header", header, header_fields(version))
     if version >= 4 and header.get("dialect") not in DIALECTS:
         raise KerasUnpicklingError(
             "Corrupt keras_pickle payload: its header names an unknown Keras dialect "
@@ -211,9 +215,9 @@ def _check_header(header: object) -> dict:
     return header
 
 
-def dialect_of(header: dict) -> str:
-    """The Keras dialect a (checked) header's payload holds: format versions 1 to 3 hold Keras 3's."""
-    return header.get("dialect", DIALECT_KERAS3)
+def header_fields(version: int) -> frozenset:
+    """The fields a header of format ``version`` holds, exactly."""
+    return HEADER_FIELDS if version >= 4 else HEADER_FIELDS_V3
 
 
 def check_exact_fields(what: str, fields: dict, expected: frozenset) -> None:
@@ -247,6 +251,12 @@ def body_fields(header: dict) -> frozenset:
     if header["kind"] != KIND_LAYER:
         return _CONFIG_BODY_FIELDS
     return {1: _LAYER_BODY_FIELDS_V1, 2: _LAYER_BODY_FIELDS_V2}.get(header["format_version"], _LAYER_BODY_FIELDS)
+
+
+def place_type(header: dict) -> type:
+    """What a ``layer_states`` place is in this header's format version: the layer's index in
+    Keras's ``_flatten_layers()`` order (an int) in versions 1 and 2, its place (a str) since."""
+    return int if header["format_version"] < 3 else str
 
 
 def check_body(header: dict, body: object, *, is_custom_object: Callable[[Any], bool]) -> dict:
@@ -286,7 +296,7 @@ def _check_body(header: dict, body: object, is_custom_object: Callable[[Any], bo
     check_exact_fields(f"{header['kind']} body", body, body_fields(header))
     n_variables = 0
     weight_bytes = 0
-    for entry, section in checked_arrays(body, header["format_version"]):
+    for entry, section in checked_arrays(body, place_type(header)):
         n_variables += 1
         limits.check_limit("MAX_VARIABLES", n_variables, "its body holds more variables")
         weight_bytes += check_entry(entry, section)
