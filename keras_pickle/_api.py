@@ -12,6 +12,7 @@ from typing import IO, Any
 import keras
 
 from . import _allow, _format, _options  # noqa: F401  (_allow, _format: see below)
+from ._keras3 import native_pickle as _native_pickle
 from ._protocol import install as _install
 from ._protocol import load_failure as _load_failure
 from ._reader import safe
@@ -315,7 +316,7 @@ def convert(
     except Exception as e:
         raise KerasUnpicklingError(
             f"Keras could not rebuild the model in this pickle ({type(e).__name__}: {str(e)[:500]}). Name the "
-            "custom classes and functions it needs: keras_pickle.convert(data, custom_objects={'Name': Name}).",
+            f"custom classes and functions it needs: {_native_pickle.custom_objects_hint(bytes(memoryview(data)))}.",
             original_error=e,
         ) from e
     return dumps(obj, protocol, checksum=checksum)

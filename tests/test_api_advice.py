@@ -67,10 +67,23 @@ def test_a_keras_pickle_is_converted_as_the_error_says(build, custom_objects):
     assert_same_predictions(model, loaded, zoo.data()[0])
 
 
-def test_convert_names_custom_objects_when_they_are_missing_and_refuses_what_is_not_a_keras_pickle():
-    data = keras_native(zoo.functional())
-    with pytest.raises(keras_pickle.KerasUnpicklingError, match=r"custom_objects=\{'Name': Name\}"):
+@pytest.mark.parametrize("build", [zoo.functional, compiled_subclassed], ids=["functional", "compiled subclassed"])
+def test_convert_names_the_custom_objects_it_needs_and_following_it_converts(build):
+    """The classes outside Keras that the pickle's config names, as code to copy: run as written, it converts."""
+    model = build()
+    data = keras_native(model)
+    with pytest.raises(keras_pickle.KerasUnpicklingError) as info:
         keras_pickle.convert(data)
+    advice = str(info.value).rpartition("it needs: ")[2].removesuffix(".")
+    imports, _, call = advice.rpartition("; ")
+    assert imports.startswith("from zoo import ") and call.startswith("keras_pickle.convert(data, custom_objects={")
+    namespace = {"keras_pickle": keras_pickle, "data": data}
+    exec(imports, namespace)
+    converted = eval(call, namespace)
+    assert_same_predictions(model, keras_pickle.loads(converted), zoo.data()[0])
+
+
+def test_convert_refuses_what_is_not_a_keras_pickle():
     with pytest.raises(keras_pickle.NotAPayloadError, match="keras_pickle.loads"):
         keras_pickle.convert(keras_pickle.dumps(zoo.sequential()))
 
