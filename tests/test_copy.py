@@ -207,6 +207,17 @@ def test_deepcopy_that_cannot_copy_either_way_raises_a_keras_pickle_error_naming
     message = str(raised.value)
     assert type(raised.value).__module__ == "keras_pickle.errors"
     assert "Cannot deep-copy Conv2D" in message and "config failed" in message and "lock" in message
+    assert "pickle" not in message.lower(), message  # a copy's failure, in a copy's words
+
+    model = keras.Sequential([keras.Input((5, 5, 3)), layer])
+    with pytest.raises(keras_pickle.KerasPicklingError) as raised:
+        copy.deepcopy({"model": model})
+    message = str(raised.value)
+    assert message.startswith("Cannot deep-copy Sequential"), message  # what was copied, then the part that failed
+    assert (
+        f"a part of it cannot be copied: Conv2D '{layer.name}'" in message and "cannot copy '_thread.lock'" in message
+    )
+    assert "pickle" not in message.lower() and len(message) < 800, message
 
 
 class _WarmUp(keras.optimizers.schedules.LearningRateSchedule):

@@ -11,6 +11,7 @@ memo maps each of its layers, variables and its optimizer to their copies, so
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Callable
 from copy import deepcopy
 from typing import Any
@@ -66,6 +67,13 @@ def _rebuilt_or_copied(obj: Any, memo: dict, rebuild: Callable[[Any, dict], Any]
             return _attribute_copy.copy_attributes(obj, memo)
         except Exception as copy_error:
             memo.pop(id(obj), None)
+            part = str(copy_error)
+            if isinstance(copy_error, KerasPicklingError) and part.startswith(_CANNOT):
+                # A part failed both ways: that part, with its two causes; the same causes made this rebuild fail.
+                raise KerasPicklingError(
+                    f"{_CANNOT}{describe(obj)}: a part of it cannot be copied: {part.removeprefix(_CANNOT)}",
+                    original_error=copy_error,
+                ) from copy_error
             raise KerasPicklingError(
                 f"Cannot deep-copy {describe(obj)}: rebuilding it from its config failed "
                 f"({_gist(rebuild_error)}), and copying its attributes failed ({_gist(copy_error)}).",
@@ -73,12 +81,23 @@ def _rebuilt_or_copied(obj: Any, memo: dict, rebuild: Callable[[Any, dict], Any]
             ) from copy_error
 
 
+_CANNOT = "Cannot deep-copy "
+
+
 def _gist(error: BaseException, limit: int = 400) -> str:
-    """``"Type: message"``, its middle cut where long: Keras puts the whole config first, the cause last."""
-    text = " ".join(str(error).split())
+    """``"Type: message"`` in a copy's terms, its middle cut where long. Keras puts the whole config first and
+    the cause last ("Exception encountered: ..."): the cause alone. An error raised on the way to a pickle
+    ("Cannot pickle X", pickle's "cannot pickle 'lock' object") is said of the copy that raised it."""
+    text = str(error).rpartition("Exception encountered: ")[2]
+    text = _PICKLE_WORDS.sub(lambda found: f"{found.group(1)}annot copy", " ".join(text.split()))
+    text = _ENCODED.sub("...", text)  # a lambda's bytecode, as Keras's config spells it
     if len(text) > limit:
         text = f"{text[: limit // 3]} [...] {text[-(2 * limit) // 3 :]}"
     return f"{type(error).__name__}: {text}"
+
+
+_PICKLE_WORDS = re.compile(r"\b([Cc])annot pickle")
+_ENCODED = re.compile(r"(?:[A-Za-z0-9+/=]|\\n){60,}")
 
 
 def _rebuilt_copy(layer: Any, memo: dict) -> Any:
