@@ -1,196 +1,190 @@
-"""Speed per backend: Keras's own pickling vs keras_pickle, side by side.
+"""Per backend, on the CPU or an accelerator: Keras's own pickling vs keras_pickle, and the floors.
 
-Keras picks its backend once per process, so each backend (TensorFlow, JAX,
-PyTorch) is measured in a child process of its own (this script with
-``KERAS_BACKEND`` set). The child builds bench.py's ``dense100mb`` model
-(Sequential, 6 x Dense(2048) on 2048 inputs: 96 MiB of weights; compiled with
-Adam and trained one step so the optimizer slots exist: 288 MiB of state) and
-times, for Keras's own path (``keras_pickle.uninstall()``) and keras_pickle's
-(``keras_pickle.install()``), interleaved, best of ``--repeat``, with
-``gc.collect()`` outside the timed region:
+Keras picks its backend once per process: each backend is measured in a child process of its own
+(``KERAS_BACKEND`` set). The child builds ``--depth`` x Dense(``--width``) + Adam, trained one step
+so that its slots exist (default 6 x 2048, bench's dense100mb: 96 MiB of weights, 288 MiB of state),
+every variable where Keras puts it (a GPU where there is one), and races, interleaved, best of
+``--repeat`` (``common.race``):
 
-* dumps in band: ``pickle.dumps(model, protocol=5)``
-* dumps out of band: ``pickle.dumps(model, protocol=5, buffer_callback=buffers.append)``
-* loads: ``pickle.loads(data, buffers=buffers)`` of that implementation's own
-  out-of-band payload (Keras's has no buffers).
+* Keras's own path and keras_pickle's: dumps in band (``pickle.dumps(model, protocol=5)``), dumps out
+  of band (with a ``buffer_callback``), loads of each one's own out-of-band payload, and
+  ``copy.deepcopy``; every result (and one load of each in-band payload) checked to hold every
+  variable, equal, on the original's device: a wrong keras_pickle result is fatal, a Keras one noted;
+* in-band writers against bench's floor (Keras's config JSON plus one copy of the state bytes):
+  ``pickle.dumps(model, protocol=5)`` and ``keras_pickle.dumps(model, protocol=5)``, goal <= 1.3x;
+* on JAX and PyTorch, the transfer floors on the same bytes: device -> host (PyTorch: into pinned
+  memory where CUDA is), host -> device, device -> device; keras_pickle's dumps, loads and deepcopy
+  are then also given as a multiple of the floor of their direction.
 
-Beside Keras's path, in-band dumps against the floor bench.py sets (Keras's config JSON plus
-exactly one copy of the state bytes, ``b"".join`` of every state variable's raw bytes read without
-a copy), interleaved, best of ``--repeat``: ``pickle.dumps(model, protocol=5)`` and
-``keras_pickle.dumps(model, protocol=5)``, which knows there is no ``buffer_callback`` (PyTorch's
-values are then read without a clone: the stream copies them before it returns). Goal: <= 1.3x.
+It also counts how many of the buffers keras_pickle's out-of-band dumps hands out share memory with
+the live variables (zero-copy) and how many are copies, by address range (JAX:
+``unsafe_buffer_pointer``, PyTorch: ``data_ptr``, TensorFlow: two reads held at once that alias
+are its buffer; "n/a" where no address can be had)::
 
-Outside the timed region every loaded model (and one load of each in-band
-payload) is checked to hold every variable of the original, equal
-(``keras.ops.convert_to_numpy`` + ``np.array_equal``); a wrong keras_pickle
-result is fatal, a wrong Keras result is recorded.
-
-It also counts how many of the buffers keras_pickle's out-of-band dumps hands
-out share memory with the live variables (zero-copy) and how many are copies,
-by comparing address ranges. JAX gives a variable's address
-(``unsafe_buffer_pointer``), PyTorch too (``data_ptr``). TensorFlow gives none:
-two reads of the variable held at once that alias each other are taken as its
-buffer (a read that copied would give two distinct blocks); where no address
-can be had the count is "n/a".
-
-Usage::
-
-    nice -n 19 python benchmarks/backends.py [--backend NAME ...] [--repeat N] [--quick] [--json P]
+    nice -n 19 python -m benchmarks backends [--backend NAME ...] [--repeat N] [--quick] [--json P]
+    python -m benchmarks backends --backend jax torch --width 8192 --depth 4 --repeat 2   # a GPU's share
 """
 
 from __future__ import annotations
 
 import argparse
-import gc
-import json
+import copy
 import os
-import platform
-import subprocess
-import sys
+import pickle
 import time
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-DEFAULT_JSON = HERE / "results" / "backends.json"  # benchmarks/results/ is git-ignored
+import keras_pickle
+from benchmarks import common
+from benchmarks.common import IMPLS, KERAS, KP, Contender
+
 BACKENDS = ("tensorflow", "jax", "torch")
-OPS = ("dumps in band", "dumps out of band", "loads")
+OPS = ("dumps in band", "dumps out of band", "loads", "deepcopy")
 GOALS = {"dumps out of band": 50.0, "dumps in band": 5.0, "loads": 5.0}  # minimum ratio, on each backend
-FLOOR_GOAL = 1.3  # in-band dumps at most this multiple of the floor (config + one copy of the state bytes)
-MARK = "BACKENDS-RESULT "
+FLOOR_GOAL = 1.3
+FLOOR_OF = {"dumps out of band": "device -> host", "loads": "host -> device", "deepcopy": "device -> device"}
 
 
-# --------------------------------------------------------------------------
-# Child: one backend
-# --------------------------------------------------------------------------
+def device_of(variable) -> str:
+    value = variable.value
+    device = getattr(value, "device", None)
+    device = device() if callable(device) else device  # a JAX array's device() in older JAX
+    return str(next(iter(value.devices())) if device is None and hasattr(value, "devices") else device)
 
 
-def child(quick: bool, repeat: int) -> dict:
-    sys.path.insert(0, str(HERE))
-    import pickle
-    from importlib.metadata import version
+def faithful(original, other) -> str | None:
+    """None if ``other`` holds every variable of ``original``, equal and on the same device; else what differs."""
+    pairs = zip(common.state_variables(original), common.state_variables(other))
+    moved = next((w.path for v, w in pairs if device_of(v) != device_of(w)), None)
+    return common.mismatch(original, other) or (moved and f"{moved} is not on the original's device")
 
-    import bench  # the same model, implementations and checks as bench.py (imports keras)
+
+def synchronized(run):
+    """``run`` made to wait for the asynchronous device work behind its result (CUDA streams, JAX arrays)."""
+    backend = os.environ.get("KERAS_BACKEND")
+
+    def synced():
+        result = run()
+        if backend == "torch":
+            import torch
+
+            if torch.cuda.is_available():
+                torch.cuda.synchronize()
+        elif backend == "jax" and isinstance(result, (list, tuple)):
+            import jax
+
+            jax.block_until_ready(result)
+        return result
+
+    return synced
+
+
+def transfer_floors(values: list, backend: str) -> dict:
+    """device -> host, host -> device and device -> device of every value (JAX and PyTorch)."""
+    if backend == "torch":
+        import torch
+
+        pinned = torch.cuda.is_available()
+        hosts = [torch.empty(t.shape, dtype=t.dtype, pin_memory=pinned) for t in values]
+        return {
+            "device -> host": lambda: [h.copy_(t, non_blocking=pinned) for h, t in zip(hosts, values)],
+            "host -> device": lambda: [h.to(t.device, non_blocking=pinned) for h, t in zip(hosts, values)],
+            "device -> device": lambda: [t.clone() for t in values],
+        }
+    if backend == "jax":
+        import jax
+        import jax.numpy as jnp
+
+        hosts, devices = jax.device_get(values), [next(iter(t.devices())) for t in values]
+        return {
+            "device -> host": lambda: jax.device_get(values),
+            "host -> device": lambda: [jax.device_put(h, d) for h, d in zip(hosts, devices)],
+            "device -> device": lambda: [jnp.copy(t) for t in values],
+        }
+    return {}
+
+
+def child(args: argparse.Namespace) -> dict:
     import keras
-    import numpy as np
 
-    import keras_pickle
+    from benchmarks import models
 
     backend = keras.backend.backend()
-    for impl in bench.IMPLS:  # warm both code paths up on a tiny model
-        bench.activate(impl)
-        warm = bench.dense100mb(quick=True)
-        pickle.loads(pickle.dumps(warm, protocol=5))
-        bench.loads(bench.dumps(warm))
-    del warm
-    bench.activate(bench.KP)
-    model = bench.dense100mb(quick)
-    notes: list[str] = []
-
-    def inband():
-        return pickle.dumps(model, protocol=5), []
-
-    ops = {"dumps in band": inband, "dumps out of band": lambda: bench.dumps(model)}
+    for impl in IMPLS:  # warm both code paths up on a tiny model
+        common.use(impl)
+        common.loads(common.dumps(models.dense_stack(8, 2)))
+    common.use(KP)
+    model = models.dense_stack(64 if args.quick else args.width, args.depth)
     payloads = {}
-    for impl in bench.IMPLS:
-        bench.activate(impl)
-        payloads[impl] = bench.dumps(model)
-        bench.check_payload(impl, payloads[impl])
-    times: dict[str, dict[str, list[float]]] = {op: {impl: [] for impl in bench.IMPLS} for op in OPS}
-    gc.collect()
-    gc.freeze()  # later collections scan only new objects (Keras + a backend make a full one slow)
-    try:
-        for op in OPS:
-            for _ in range(repeat):
-                for impl in bench.IMPLS:
-                    bench.activate(impl)
-                    gc.collect()
-                    if op == "loads":
-                        start = time.perf_counter()
-                        result = bench.loads(payloads[impl])
-                        elapsed = time.perf_counter() - start
-                        bench.verify(impl, model, result, notes)
-                    else:
-                        start = time.perf_counter()
-                        result = ops[op]()
-                        elapsed = time.perf_counter() - start
-                        bench.check_payload(impl, result)
-                    times[op][impl].append(elapsed)
-                    del result
-        for impl in bench.IMPLS:  # the in-band payloads load correctly too (not timed)
-            bench.activate(impl)
-            bench.verify(impl, model, bench.loads(inband()), notes)
-    finally:
-        gc.unfreeze()
-    del payloads
-    gc.collect()
-    floors = in_band_floor(model, repeat, bench)
-    bench.activate(bench.KP)
+    for impl in IMPLS:
+        common.use(impl)
+        payloads[impl] = common.dumps(model)
+
+    def loaded_check(impl: str):
+        def check(result, first: bool) -> str | None:
+            if common.is_ours(result[0]) != (impl == KP):
+                raise AssertionError(f"{impl} wrote the wrong kind of payload: the wrong path was timed")
+            return faithful(model, common.loads(result)) if first else None
+
+        return check
+
+    def same(result, first: bool) -> str | None:
+        return faithful(model, result)
+
+    contenders = []
+    for impl in IMPLS:
+        contenders += [
+            Contender(f"{impl} dumps in band", impl, lambda: common.dumps(model, in_band=True), loaded_check(impl)),
+            Contender(f"{impl} dumps out of band", impl, lambda: common.dumps(model), loaded_check(impl)),
+            Contender(f"{impl} loads", impl, synchronized(lambda impl=impl: common.loads(payloads[impl])), same),
+            Contender(f"{impl} deepcopy", impl, synchronized(lambda: copy.deepcopy(model)), same),
+        ]
+    contenders += [
+        Contender("floor", KERAS, lambda: common.in_band_floor(model)),
+        Contender("pickle.dumps", KP, lambda: pickle.dumps(model, protocol=5)),
+        Contender("keras_pickle.dumps", KP, lambda: keras_pickle.dumps(model, protocol=5)),
+    ]
+    transfers = transfer_floors([v.value for v in common.state_variables(model)], backend)
+    contenders += [Contender(name, KP, synchronized(run)) for name, run in transfers.items()]
+    notes: list[str] = []
+    best = {name: min(times) for name, times in common.race(contenders, args.repeat, notes).items()}
+    timings = {}
+    for op in OPS:
+        timings[op] = {"keras_s": best[f"keras {op}"], "keras_pickle_s": best[f"keras_pickle {op}"]}
+        timings[op]["ratio"] = best[f"keras {op}"] / best[f"keras_pickle {op}"]
+        if transfers and op in FLOOR_OF:
+            timings[op]["x_transfer_floor"] = best[f"keras_pickle {op}"] / best[FLOOR_OF[op]]
+    writers = {
+        name: {"s": best[name], "ratio": best[name] / best["floor"]} for name in ("pickle.dumps", "keras_pickle.dumps")
+    }
     return {
         "backend": backend,
-        "versions": {
-            "keras": keras.__version__,
-            backend: version({"tensorflow": "tensorflow", "jax": "jax", "torch": "torch"}.get(backend, backend)),
-            "numpy": np.__version__,
-            "keras_pickle": keras_pickle.__version__,
+        "meta": common.meta(),
+        "model": {
+            "width": args.width,
+            "depth": args.depth,
+            "quick": args.quick,
+            "device": device_of(model.variables[0]),
         },
-        "keras_pickle_file": keras_pickle.__file__,
-        "keras_pickle_source": bench._source_revision(),
-        "model": {"name": "dense100mb", "quick": quick, **bench.describe(model)},
-        "timings": [
-            {
-                "op": op,
-                "keras_s": min(times[op][bench.KERAS]),
-                "keras_pickle_s": min(times[op][bench.KP]),
-                "ratio": min(times[op][bench.KERAS]) / min(times[op][bench.KP]),
-                "keras_all_s": times[op][bench.KERAS],
-                "keras_pickle_all_s": times[op][bench.KP],
-            }
-            for op in OPS
-        ],
-        "copies": copies(model, backend, bench, np),
-        "floor": floors,
+        "state_bytes": common.nbytes(common.state_variables(model)),
+        "timings": timings,
+        "floor": {"floor_s": best["floor"], "writers": writers},
+        "transfer_floors_s": {name: best[name] for name in transfers},
+        "copies": copies(model, backend),
         "notes": notes,
     }
 
 
-def in_band_floor(model, repeat: int, bench) -> dict:
-    """Best-of-``repeat`` seconds of the in-band floor and of both in-band writers, interleaved."""
-    import pickle
-
-    import keras_pickle
-
-    variables = bench.state_variables(model)
-    contenders = {
-        "floor": lambda: (bench.keras_config_json(model), b"".join([bench.raw_bytes(v) for v in variables])),
-        "pickle.dumps": lambda: pickle.dumps(model, protocol=5),
-        "keras_pickle.dumps": lambda: keras_pickle.dumps(model, protocol=5),
-    }
-    times: dict[str, list[float]] = {name: [] for name in contenders}
-    for _ in range(repeat):
-        for name, run in contenders.items():
-            bench.activate(bench.KERAS if name == "floor" else bench.KP)
-            gc.collect()
-            start = time.perf_counter()
-            result = run()
-            times[name].append(time.perf_counter() - start)
-            del result
-    best = {name: min(t) for name, t in times.items()}
-    return {
-        "floor_s": best["floor"],
-        "state_bytes": bench.nbytes(variables),
-        "writers": {
-            name: {"s": best[name], "ratio": best[name] / best["floor"]} for name in contenders if name != "floor"
-        },
-        "all_s": times,
-    }
-
-
-def copies(model, backend: str, bench, np) -> dict:
+def copies(model, backend: str) -> dict:
     """How many of keras_pickle's out-of-band buffers share memory with the live variables."""
-    variables = {id(v): v for v in bench.state_variables(model)}
-    for metric in model.metrics:
-        variables.update((id(v), v) for v in metric.variables)
+    import numpy as np
+
+    variables = {id(v): v for v in common.state_variables(model)}
+    variables.update((id(v), v) for metric in model.metrics for v in metric.variables)
     keep: list = []  # what the ranges point into stays alive while they are compared
+
+    def address(array) -> int:
+        return array.__array_interface__["data"][0]
 
     def storage(v) -> tuple[int, int] | None:
         value = v.value
@@ -202,17 +196,12 @@ def copies(model, backend: str, bench, np) -> dict:
             first, second = value.read_value(), value.read_value()
             a, b = np.asarray(first), np.asarray(second)
             keep.extend([first, second, a, b])
-            if address(a) == address(b):
-                return address(a), a.nbytes
+            return (address(a), a.nbytes) if address(a) == address(b) else None
         return None
 
-    def address(array) -> int:
-        return array.__array_interface__["data"][0]
-
-    bench.activate(bench.KP)
-    _, buffers = bench.dumps(model)
-    raw = [np.frombuffer(b.raw(), np.uint8) for b in buffers]
-    out: dict = {"buffers": len(buffers), "buffer_bytes": int(sum(r.nbytes for r in raw))}
+    common.use(KP)
+    buffers = [np.frombuffer(b.raw(), np.uint8) for b in common.dumps(model)[1]]
+    out: dict = {"buffers": len(buffers), "buffer_bytes": int(sum(b.nbytes for b in buffers))}
     ranges = []
     for v in variables.values():
         try:
@@ -220,123 +209,75 @@ def copies(model, backend: str, bench, np) -> dict:
         except Exception as e:  # an API this backend lacks: no address, no guess
             found, out["error"] = None, f"{v.path}: {e!r}"
         if found is None:
-            out.update(zero_copy=None, copies=None, reason=f"no address for {v.path} on {backend}")
-            return out
+            return {**out, "zero_copy": None, "copies": None, "reason": f"no address for {v.path} on {backend}"}
         ranges.append((found[0], found[0] + found[1]))
-    shared = [r for r in raw if any(address(r) < end and start < address(r) + r.nbytes for start, end in ranges)]
+    shared = [b for b in buffers if any(address(b) < end and start < address(b) + b.nbytes for start, end in ranges)]
     out.update(zero_copy=len(shared), copies=len(buffers) - len(shared))
-    out["zero_copy_bytes"] = int(sum(r.nbytes for r in shared))
-    out["copied_bytes"] = out["buffer_bytes"] - out["zero_copy_bytes"]
-    return out
+    out["zero_copy_bytes"] = int(sum(b.nbytes for b in shared))
+    return {**out, "copied_bytes": out["buffer_bytes"] - out["zero_copy_bytes"]}
 
 
-# --------------------------------------------------------------------------
-# Parent: one child per backend, the table, the JSON
-# --------------------------------------------------------------------------
-
-
-def run_child(backend: str, args: argparse.Namespace) -> dict:
-    cmd = [sys.executable, str(Path(__file__).resolve()), "--child", "--repeat", str(args.repeat)]
-    env = {**os.environ, "KERAS_BACKEND": backend, "TF_CPP_MIN_LOG_LEVEL": "3"}  # PYTHONPATH passes on
-    proc = subprocess.run(cmd + (["--quick"] if args.quick else []), env=env, capture_output=True, text=True)
-    lines = [line for line in proc.stdout.splitlines() if line.startswith(MARK)]
-    if proc.returncode != 0 or not lines:
-        return {"backend": backend, "error": f"child exited {proc.returncode}", "stderr": proc.stderr[-4000:]}
-    result = json.loads(lines[-1][len(MARK) :])
-    if result["backend"] != backend:
-        return {"backend": backend, "error": f"the child ran {result['backend']!r}, not {backend!r}"}
-    return result
-
-
-def print_table(results: list[dict], repeat: int) -> None:
-    columns = ["backend", "op", "Keras s", "keras_pickle s", "ratio"]
+def report(results: list[dict], repeat: int) -> None:
     rows = [
-        [r["backend"], t["op"], f"{t['keras_s']:.4f}", f"{t['keras_pickle_s']:.4f}", f"{t['ratio']:.1f}×"]
+        [r["backend"], op, f"{t['keras_s']:.4f}", f"{t['keras_pickle_s']:.4f}", f"{t['ratio']:.1f}×"]
         for r in results
-        if "timings" in r
-        for t in r["timings"]
+        for op, t in r["timings"].items()
     ]
-    widths = [max(len(c), *(len(row[i]) for row in rows)) if rows else len(c) for i, c in enumerate(columns)]
-    print(f"\nKeras's own pickling vs keras_pickle, best of {repeat}, ratio = Keras s / keras_pickle s")
-    for row in [columns, ["-" * w for w in widths], *rows]:
-        print(" | ".join(v.ljust(w) for v, w in zip(row, widths)).rstrip())
+    title = f"Keras's own pickling vs keras_pickle, best of {repeat}, ratio = Keras s / keras_pickle s"
+    common.table(title, ["backend", "op", "Keras s", "keras_pickle s", "ratio"], rows)
     print(f"\nIn-band dumps vs the floor (config JSON + one copy of the state bytes), goal <= {FLOOR_GOAL:g}×")
     for r in results:
-        if "floor" in r:
-            f = r["floor"]
-            cells = [f"{name} {w['s']:.4f} s = {w['ratio']:.2f}×" for name, w in f["writers"].items()]
-            print(f"{r['backend']}: floor {f['floor_s']:.4f} s; " + "; ".join(cells))
+        cells = [f"{name} {w['s']:.4f} s = {w['ratio']:.2f}×" for name, w in r["floor"]["writers"].items()]
+        print(f"{r['backend']}: floor {r['floor']['floor_s']:.4f} s; " + "; ".join(cells))
     print()
     for r in results:
-        if "error" in r:
-            print(f"{r['backend']}: FAILED ({r['error']})\n{r.get('stderr', '')}")
-            continue
-        c = r["copies"]
+        backend, c = r["backend"], r["copies"]
+        if r["transfer_floors_s"]:
+            floors = ", ".join(f"{name} {s:.4f} s" for name, s in r["transfer_floors_s"].items())
+            multiples = ", ".join(
+                f"{op} {t['x_transfer_floor']:.1f}×" for op, t in r["timings"].items() if "x_transfer_floor" in t
+            )
+            print(f"transfers {backend} on {r['model']['device']}: {floors}; keras_pickle {multiples} its direction's")
         if c["zero_copy"] is None:
-            print(f"copies {r['backend']}: n/a of {c['buffers']} buffers ({c['reason']})")
+            print(f"copies {backend}: n/a of {c['buffers']} buffers ({c['reason']})")
         else:
             print(
-                f"copies {r['backend']}: {c['copies']} of {c['buffers']} out-of-band buffers are copies "
+                f"copies {backend}: {c['copies']} of {c['buffers']} out-of-band buffers are copies "
                 f"({c['copied_bytes'] / 2**20:.1f} MiB), {c['zero_copy']} share memory with the live variables "
                 f"({c['zero_copy_bytes'] / 2**20:.1f} MiB)"
             )
         goals = [
-            f"{op} >= {need:g}×: {'holds' if g['holds'] else 'MISSED'} ({g['ratio']:.2f}×)"
-            for op, need, g in goal_rows(r)
+            f"{op} >= {need:g}×: {'holds' if r['timings'][op]['ratio'] >= need else 'MISSED'}"
+            for op, need in GOALS.items()
         ]
         quick = " (--quick: a smoke test, not a measurement)" if r["model"]["quick"] else ""
-        print(f"goals  {r['backend']}{quick}: " + "; ".join(goals))
+        print(f"goals  {backend}{quick}: " + "; ".join(goals))
         for note in r["notes"]:
-            print(f"note   {r['backend']}: {note}")
-
-
-def goal_rows(result: dict) -> list[tuple[str, float, dict]]:
-    by_op = {t["op"]: t for t in result["timings"]}
-    return [
-        (op, need, {"holds": by_op[op]["ratio"] >= need, "ratio": by_op[op]["ratio"]}) for op, need in GOALS.items()
-    ]
+            print(f"note   {backend}: {note}")
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--backend", action="append", choices=BACKENDS, help="repeatable (default: all three)")
+    parser.add_argument("--backend", nargs="+", choices=BACKENDS, default=list(BACKENDS))
     parser.add_argument("--repeat", type=int, default=3, help="best of N runs (default 3)")
-    parser.add_argument("--quick", action="store_true", help="a tiny model (a smoke test, not a measurement)")
-    parser.add_argument("--json", type=Path, default=DEFAULT_JSON, help=f"results file (default {DEFAULT_JSON})")
+    parser.add_argument("--width", type=int, default=2048)
+    parser.add_argument("--depth", type=int, default=6)
+    parser.add_argument("--quick", action="store_true", help="6 x Dense(64) (a smoke test, not a measurement)")
+    parser.add_argument("--json", type=Path, default=common.RESULTS / "backends.json")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-    if args.repeat < 1:
-        raise SystemExit("--repeat must be at least 1")
     if args.child:
-        print(MARK + json.dumps(child(args.quick, args.repeat)), flush=True)
+        common.emit(child(args))
         return 0
-    backends = list(dict.fromkeys(args.backend or BACKENDS))
-    started = time.perf_counter()
-    load_before = os.getloadavg()
-    results = []
-    for backend in backends:
+    started, results, failed = time.perf_counter(), [], False
+    for backend in dict.fromkeys(args.backend):
         print(f"{time.perf_counter() - started:7.1f}s  [{backend}] measuring in a child process", flush=True)
-        results.append(run_child(backend, args))
-    print_table(results, args.repeat)
-    for r in results:
-        if "timings" in r:
-            r["goals"] = [{"op": op, "min_ratio": need, **g} for op, need, g in goal_rows(r)]
-    args.json.parent.mkdir(parents=True, exist_ok=True)
-    report = {
-        "what": "speed per backend, Keras's own pickling vs keras_pickle (see benchmarks/backends.py)",
-        "command": [Path(sys.executable).name, *sys.argv],
-        "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "repeat": args.repeat,
-        "quick": args.quick,
-        "machine": {"python": platform.python_version(), "cpus": os.cpu_count(), "nice": os.nice(0)},
-        "load_average_before_after": [load_before, os.getloadavg()],
-        "elapsed_s": time.perf_counter() - started,
-        "results": results,
-    }
-    args.json.write_text(json.dumps(report, indent=2) + "\n")
-    print(f"\nresults: {args.json}")
-    return 1 if any("error" in r for r in results) else 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+        argv = ["--child", f"--repeat={args.repeat}", f"--width={args.width}", f"--depth={args.depth}"]
+        found, error = common.child("backends", *argv, *["--quick"] * args.quick, env={"KERAS_BACKEND": backend})
+        results += found
+        if error or not found:
+            failed = True
+            print(f"{backend}: FAILED ({error or 'no result'})")
+    report(results, args.repeat)
+    common.write_json(args.json, {"command": common.command(), "repeat": args.repeat, "results": results})
+    return 1 if failed else 0

@@ -1,11 +1,10 @@
 """Start-up time of the ``keras-pickle`` tools, next to ``python -c pass`` and ``import keras``.
 
-Each command runs in a fresh interpreter, best of ``--repeat`` runs, and the
-table shows its wall time and its ratio to ``python -c pass``. The column
-"frameworks" lists which of Keras, TensorFlow, JAX and PyTorch the command
-imported (it should be none for ``inspect`` and ``--help``):
+Each command runs in a fresh interpreter, best of ``--repeat`` runs; the table shows its wall time,
+its ratio to ``python -c pass``, and which of Keras, TensorFlow, JAX and PyTorch it imported (none,
+for ``inspect`` and ``--help``)::
 
-    python benchmarks/startup.py [--repeat 5]
+    python -m benchmarks startup [--repeat 5]
 """
 
 from __future__ import annotations
@@ -17,12 +16,12 @@ import subprocess
 import sys
 import tempfile
 import time
-from pathlib import Path
 
-REPO_DIR = Path(__file__).resolve().parent.parent
+from benchmarks import common
+
 FRAMEWORKS = ("keras", "tensorflow", "jax", "torch")
-# Runs ``python -m keras_pickle ARGS`` (or plain code) and reports which frameworks got imported.
-PROBE = """
+# Runs ``python -m keras_pickle ARGS`` (or plain code after -c) and reports which frameworks got imported.
+PROBE = f"""
 import json, runpy, sys
 args = sys.argv[1:]
 if args[:1] == ["-c"]:
@@ -34,16 +33,16 @@ else:
     except SystemExit:
         pass
 sys.stdout.flush()
-print(json.dumps(sorted({m.split(".")[0] for m in sys.modules} & set(%r))), file=sys.stderr)
-""" % (FRAMEWORKS,)  # noqa: UP031
+print(json.dumps(sorted({{m.split(".")[0] for m in sys.modules}} & set({FRAMEWORKS!r}))), file=sys.stderr)
+"""
+ENV = {**os.environ, "PYTHONPATH": str(common.ROOT), "TF_CPP_MIN_LOG_LEVEL": "3"}
 
 
 def time_command(args: list[str], repeat: int, cwd: str) -> tuple[float, list[str]]:
-    env = {**os.environ, "PYTHONPATH": str(REPO_DIR), "TF_CPP_MIN_LOG_LEVEL": "3"}
     best, frameworks = float("inf"), []
     for _ in range(repeat):
         start = time.perf_counter()
-        result = subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
+        result = subprocess.run(args, cwd=cwd, env=ENV, capture_output=True, text=True, timeout=600)
         best = min(best, time.perf_counter() - start)
         if result.returncode != 0:
             raise SystemExit(f"{' '.join(args)} failed:\n{result.stderr}")
@@ -52,45 +51,29 @@ def time_command(args: list[str], repeat: int, cwd: str) -> tuple[float, list[st
     return best, frameworks
 
 
-def write_payload(directory: str) -> str:
-    """A one-layer model's payload, written in a child process (this one stays light)."""
-    path = os.path.join(directory, "model.pkl")
-    code = (
-        "import pickle, keras, keras_pickle\n"
-        "keras_pickle.install()\n"
-        "model = keras.Sequential([keras.Input((8,)), keras.layers.Dense(4)])\n"
-        f"open({path!r}, 'wb').write(pickle.dumps(model))\n"
-    )
-    env = {**os.environ, "PYTHONPATH": str(REPO_DIR), "TF_CPP_MIN_LOG_LEVEL": "3"}
-    subprocess.run([sys.executable, "-c", code], check=True, env=env, capture_output=True, timeout=600)
-    return path
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=5, help="runs per command; the best is kept")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory() as directory:
-        payload = write_payload(directory)
-        commands = [
-            ("python -c pass", [sys.executable, "-c", "pass"]),
-            ("import keras_pickle", [sys.executable, "-c", PROBE, "-c", "import keras_pickle"]),
-            ("keras-pickle inspect FILE", [sys.executable, "-c", PROBE, "inspect", payload]),
-            ("keras-pickle inspect FILE --json", [sys.executable, "-c", PROBE, "inspect", payload, "--json"]),
-            ("keras-pickle check --help", [sys.executable, "-c", PROBE, "check", "--help"]),
-            ("import keras", [sys.executable, "-c", PROBE, "-c", "import keras"]),
-        ]
-        rows = []
-        for label, command in commands:
-            seconds, frameworks = time_command(command, args.repeat, directory)
-            rows.append((label, seconds, frameworks))
+        payload = os.path.join(directory, "model.pkl")  # a one-layer model's, written in a child: this one stays light
+        code = "import pickle, keras, keras_pickle; keras_pickle.install()\n"
+        code += (
+            f"open({payload!r}, 'wb').write(pickle.dumps(keras.Sequential([keras.Input((8,)), keras.layers.Dense(4)])))"
+        )
+        subprocess.run([sys.executable, "-c", code], check=True, env=ENV, capture_output=True, timeout=600)
+        probe = [sys.executable, "-c", PROBE]
+        commands = {
+            "python -c pass": [sys.executable, "-c", "pass"],
+            "import keras_pickle": [*probe, "-c", "import keras_pickle"],
+            "keras-pickle inspect FILE": [*probe, "inspect", payload],
+            "keras-pickle inspect FILE --json": [*probe, "inspect", payload, "--json"],
+            "keras-pickle check --help": [*probe, "check", "--help"],
+            "import keras": [*probe, "-c", "import keras"],
+        }
+        rows = [(label, *time_command(command, args.repeat, directory)) for label, command in commands.items()]
     baseline = rows[0][1]
-    print(f"{'command':36} {'wall (best of ' + str(args.repeat) + ')':>20} {'÷ python -c pass':>18}  frameworks")
-    for label, seconds, frameworks in rows:
-        shown = ", ".join(frameworks) if frameworks else "none"
-        print(f"{label:36} {seconds * 1000:17.0f} ms {seconds / baseline:17.1f}×  {shown}")
+    header = ["command", f"wall, best of {args.repeat}", "÷ python -c pass", "frameworks"]
+    rows = [[label, f"{s * 1000:.0f} ms", f"{s / baseline:.1f}×", ", ".join(f) or "none"] for label, s, f in rows]
+    common.table("Start-up time", header, rows)
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,0 +1,413 @@
+"""Every model the benchmarks measure, in one place; tests/kerasio.py imports the keras.io classes from here.
+
+Imports only Keras and numpy when loaded: TensorFlow, KerasHub and tf-keras are imported by the
+builders that need them. Classes are defined at module level so that a fresh process finds them by
+reference (``benchmarks.models.VAE``).
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from pathlib import Path
+
+import keras
+import numpy as np
+from keras import layers, ops
+
+BATCH = 4  # the zoo's batch
+
+
+def rng(seed: int = 0) -> np.random.Generator:
+    return np.random.default_rng(seed)
+
+
+# --------------------------------------------------------------------------
+# bench: each built from a JSON-able spec (a memory child rebuilds it); quick = a tiny one of the same kind
+# --------------------------------------------------------------------------
+
+
+def dense_stack(width: int, depth: int) -> keras.Model:
+    """``depth`` x Dense(``width``, relu) on ``width`` inputs, Adam, trained one step (its slots exist)."""
+    model = keras.Sequential([keras.Input((width,))] + [layers.Dense(width, activation="relu") for _ in range(depth)])
+    model.compile(optimizer=keras.optimizers.Adam(1e-3), loss="mse")
+    x = rng().normal(size=(32, width)).astype("float32")
+    model.train_on_batch(x, x)
+    return model
+
+
+def mlp3(quick: bool = False) -> keras.Model:
+    """A 3-layer MLP (32 -> 64 -> 64 -> 10) compiled with Adam, after one ``fit`` step (slots exist)."""
+    hidden = [layers.Dense(64, activation="relu"), layers.Dense(64, activation="relu")]
+    model = keras.Sequential([keras.Input((32,)), *hidden, layers.Dense(10)])
+    model.compile(optimizer=keras.optimizers.Adam(1e-3), loss="mse")
+    draw = rng()
+    x, y = draw.normal(size=(32, 32)).astype("float32"), draw.normal(size=(32, 10)).astype("float32")
+    model.fit(x, y, batch_size=32, epochs=1, verbose=0)
+    return model
+
+
+def tiny_convnet(*, squeeze_excite: bool = False, residual_only: bool = False) -> keras.Model:
+    """The layer kinds MobileNet, EfficientNet (squeeze-and-excite) or ResNet use, a few of each."""
+    inputs = keras.Input((16, 16, 3))
+    x = layers.Conv2D(8, 3, padding="same")(inputs if residual_only else layers.Rescaling(1 / 255)(inputs))
+    if residual_only:
+        for _ in range(2):
+            y = layers.Conv2D(8, 3, padding="same")(x)
+            x = layers.Add()([x, layers.Activation("relu")(layers.BatchNormalization()(y))])
+    else:
+        x = layers.BatchNormalization()(x)
+        y = layers.ReLU()(layers.BatchNormalization()(layers.DepthwiseConv2D(3, padding="same")(x)))
+        if squeeze_excite:
+            s = layers.Conv2D(8, 1, activation="sigmoid")(layers.GlobalAveragePooling2D(keepdims=True)(y))
+            y = layers.Multiply()([y, s])
+        x = layers.Add()([x, y])
+    x = layers.GlobalAveragePooling2D()(x)
+    x = x if residual_only else layers.Dropout(0.2)(x)
+    return keras.Model(inputs, layers.Dense(10, activation="softmax")(x))
+
+
+def deep_mlp(depth: int) -> keras.Model:
+    return keras.Sequential([keras.Input((32,))] + [layers.Dense(32) for _ in range(depth)])
+
+
+def wide_mlp(params: int) -> keras.Model:
+    """4 Dense(w) layers on w inputs, w chosen so the model has about ``params`` parameters."""
+    width = max(2, int(round((params / 4) ** 0.5)))
+    return keras.Sequential([keras.Input((width,))] + [layers.Dense(width) for _ in range(4)])
+
+
+def mobilenetv3small(quick: bool = False) -> keras.Model:
+    return tiny_convnet() if quick else keras.applications.MobileNetV3Small(input_shape=(96, 96, 3), weights=None)
+
+
+def efficientnetb0(quick: bool = False) -> keras.Model:
+    return tiny_convnet(squeeze_excite=True) if quick else keras.applications.EfficientNetB0(weights=None)
+
+
+def resnet50(quick: bool = False) -> keras.Model:
+    return tiny_convnet(residual_only=True) if quick else keras.applications.ResNet50(weights=None)
+
+
+def deep150(quick: bool = False) -> keras.Model:
+    return deep_mlp(15 if quick else 150)
+
+
+def dense100mb(quick: bool = False) -> keras.Model:
+    """6 x Dense(2048): 96 MiB of weights, 288 MiB with Adam's slots."""
+    return dense_stack(64 if quick else 2048, 6)
+
+
+BENCH = {f.__name__: f for f in (mlp3, mobilenetv3small, efficientnetb0, resnet50, deep150, dense100mb)}
+"""bench's models, in the order it measures them."""
+
+
+def build(spec: dict) -> keras.Model:
+    """A model from a spec: ``{"kind": a BENCH name, "quick": bool}``, ``{"kind": "wide", "params": n}``
+    or ``{"kind": "depth", "depth": n}``."""
+    if spec["kind"] == "wide":
+        return wide_mlp(spec["params"])
+    if spec["kind"] == "depth":
+        return deep_mlp(spec["depth"])
+    return BENCH[spec["kind"]](spec.get("quick", False))
+
+
+def tiny_spec(spec: dict) -> dict:
+    """A small model of the same kind, to warm code paths up."""
+    return {"wide": {"kind": "wide", "params": 10_000}, "depth": {"kind": "depth", "depth": 3}}.get(
+        spec["kind"], {"kind": spec["kind"], "quick": True}
+    )
+
+
+# --------------------------------------------------------------------------
+# keras.io idioms (tests/kerasio.py builds its own small ones from these classes)
+# --------------------------------------------------------------------------
+
+
+class Sampling(layers.Layer):
+    """keras.io VAE: z = mean + exp(log_var / 2) * epsilon, drawn with a seeded generator."""
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.seed_generator = keras.random.SeedGenerator(1337)
+
+    def call(self, inputs):
+        z_mean, z_log_var = inputs
+        return z_mean + ops.exp(0.5 * z_log_var) * keras.random.normal(ops.shape(z_mean), seed=self.seed_generator)
+
+
+class VAE(keras.Model):
+    """keras.io "Variational AutoEncoder": models as constructor arguments, Mean trackers, a custom
+    train_step (``tf.GradientTape``, as keras.io's TensorFlow version), no get_config."""
+
+    def __init__(self, encoder, decoder, **kwargs):
+        super().__init__(**kwargs)
+        self.encoder, self.decoder = encoder, decoder
+        self.total_loss_tracker = keras.metrics.Mean(name="total_loss")
+        self.reconstruction_loss_tracker = keras.metrics.Mean(name="reconstruction_loss")
+        self.kl_loss_tracker = keras.metrics.Mean(name="kl_loss")
+
+    @property
+    def metrics(self):
+        return [self.total_loss_tracker, self.reconstruction_loss_tracker, self.kl_loss_tracker]
+
+    def train_step(self, data):
+        import tensorflow as tf
+
+        with tf.GradientTape() as tape:
+            z_mean, z_log_var, z = self.encoder(data)
+            bce = keras.losses.binary_crossentropy(data, self.decoder(z))
+            reconstruction_loss = ops.mean(ops.sum(bce, axis=tuple(range(1, len(bce.shape)))))  # per sample
+            kl_loss = ops.mean(ops.sum(-0.5 * (1 + z_log_var - ops.square(z_mean) - ops.exp(z_log_var)), axis=1))
+            total_loss = reconstruction_loss + kl_loss
+        grads = tape.gradient(total_loss, self.trainable_weights)
+        self.optimizer.apply_gradients(zip(grads, self.trainable_weights))
+        for tracker, value in zip(self.metrics, (total_loss, reconstruction_loss, kl_loss)):
+            tracker.update_state(value)
+        return {m.name: m.result() for m in self.metrics}
+
+
+class GAN(keras.Model):
+    """keras.io "DCGAN": two models, a custom ``compile(d_optimizer, g_optimizer, loss_fn)``, a custom
+    train_step (``tf.GradientTape``). keras.io creates the two loss trackers in ``compile()``; here
+    ``__init__`` does, so that a model compiled again (as tests do) holds one pair."""
+
+    def __init__(self, discriminator, generator, latent_dim):
+        super().__init__()
+        self.discriminator, self.generator, self.latent_dim = discriminator, generator, latent_dim
+        self.seed_generator = keras.random.SeedGenerator(1337)
+        self.d_loss_metric = keras.metrics.Mean(name="d_loss")
+        self.g_loss_metric = keras.metrics.Mean(name="g_loss")
+
+    def compile(self, d_optimizer, g_optimizer, loss_fn):
+        super().compile()
+        self.d_optimizer, self.g_optimizer, self.loss_fn = d_optimizer, g_optimizer, loss_fn
+
+    @property
+    def metrics(self):
+        return [self.d_loss_metric, self.g_loss_metric]
+
+    def train_step(self, real_images):
+        import tensorflow as tf
+
+        batch_size = ops.shape(real_images)[0]
+        latent = keras.random.normal((batch_size, self.latent_dim), seed=self.seed_generator)
+        combined = ops.concatenate([self.generator(latent), real_images], axis=0)
+        labels = ops.concatenate([ops.ones((batch_size, 1)), ops.zeros((batch_size, 1))], axis=0)
+        # keras.io's label noise is an unseeded tf.random.uniform: seeded here, so a step can be reproduced
+        labels += 0.05 * keras.random.uniform(ops.shape(labels), seed=self.seed_generator)
+        with tf.GradientTape() as tape:
+            d_loss = self.loss_fn(labels, self.discriminator(combined))
+        grads = tape.gradient(d_loss, self.discriminator.trainable_weights)
+        self.d_optimizer.apply_gradients(zip(grads, self.discriminator.trainable_weights))
+        latent = keras.random.normal((batch_size, self.latent_dim), seed=self.seed_generator)
+        with tf.GradientTape() as tape:
+            g_loss = self.loss_fn(ops.zeros((batch_size, 1)), self.discriminator(self.generator(latent)))
+        grads = tape.gradient(g_loss, self.generator.trainable_weights)
+        self.g_optimizer.apply_gradients(zip(grads, self.generator.trainable_weights))
+        self.d_loss_metric.update_state(d_loss)
+        self.g_loss_metric.update_state(g_loss)
+        return {"d_loss": self.d_loss_metric.result(), "g_loss": self.g_loss_metric.result()}
+
+
+# --------------------------------------------------------------------------
+# The zoo: make() -> (model ready to pickle, x, y), built while keras_pickle is installed
+# --------------------------------------------------------------------------
+
+
+def fit_step(model, x, y) -> None:
+    model.fit(x, y, batch_size=BATCH, epochs=1, shuffle=False, verbose=0)
+
+
+def dataset_step(model, x, y) -> None:  # Keras's array adapter refuses strings; keras.io uses tf.data
+    import tensorflow as tf
+
+    model.fit(tf.data.Dataset.from_tensor_slices((x, y)).batch(BATCH), epochs=1, verbose=0)
+
+
+def trained(model, x, y, step=fit_step, **compile_kwargs):
+    model.compile(optimizer=keras.optimizers.Adam(1e-3), **compile_kwargs)
+    step(model, x, y)
+    return model, x, y
+
+
+class Skipped(Exception):
+    """A model not measured in this run (over --max-params)."""
+
+
+def application(name: str, max_params: int):
+    """``keras.applications.<name>``, the smallest of 32, 75 and 224 pixels it accepts, 3 classes, eager
+    (tracing EfficientNetB7's train step takes ~100 s on 2 cores, an eager step ~10 s; the state is the same)."""
+    for size in (32, 75, 224):
+        try:
+            model = getattr(keras.applications, name)(weights=None, input_shape=(size, size, 3), classes=3)
+            break
+        except ValueError:  # below this constructor's minimum size
+            continue
+    if model.count_params() > max_params:
+        raise Skipped(f"{model.count_params():,} parameters > --max-params {max_params:,}")
+    x = rng().uniform(0, 255, (BATCH, size, size, 3)).astype("float32")
+    return trained(model, x, np.arange(BATCH) % 3, loss="sparse_categorical_crossentropy", run_eagerly=True)
+
+
+def backbone(cls: str, **kwargs):
+    import keras_hub
+
+    model = getattr(keras_hub.models, cls)(**kwargs)
+    if cls == "ViTBackbone":
+        x = rng().normal(size=(BATCH, *kwargs["image_shape"])).astype("float32")
+    else:
+        x = {"token_ids": rng().integers(1, 64, (BATCH, 8)), "padding_mask": np.ones((BATCH, 8), "int32")}
+        x.update({"segment_ids": np.zeros((BATCH, 8), "int32")} if cls == "BertBackbone" else {})
+    return trained(model, x, keras.tree.map_structure(lambda t: np.zeros(t.shape, "float32"), model(x)), loss="mse")
+
+
+WORDS = "the quick brown fox jumps over a lazy dog".split()
+TEXTS = np.array(["the quick brown fox", "jumps over a lazy dog", "the lazy fox", "a quick dog jumps"])
+
+
+def bert_classifier(used: bool):
+    import keras_hub
+
+    vocabulary = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *WORDS]
+    tokenizer = keras_hub.models.BertTokenizer(vocabulary=vocabulary, lowercase=True)
+    preprocessor = keras_hub.models.BertTextClassifierPreprocessor(tokenizer, sequence_length=8)
+    net = keras_hub.models.BertBackbone(len(vocabulary), 2, 2, 16, 32, max_sequence_length=8)
+    model = keras_hub.models.BertTextClassifier(net, num_classes=2, preprocessor=preprocessor)
+    labels = np.array([0, 1, 0, 1])
+    if used:
+        model.predict(TEXTS, batch_size=BATCH, verbose=0)
+        fit_step(model, TEXTS, labels)
+    return model, TEXTS, labels
+
+
+def gpt2_causal_lm(used: bool, top_k: bool = False):
+    import keras_hub
+
+    vocabulary, merges = {"<|endoftext|>": 0}, []
+    for word in WORDS + ["Ġ" + w for w in WORDS]:  # merges that build each word letter by letter
+        for i, char in enumerate(word):
+            vocabulary.setdefault(char, len(vocabulary))
+            vocabulary.setdefault(word[: i + 1], len(vocabulary))
+            merges += [f"{word[:i]} {char}"] if i and f"{word[:i]} {char}" not in merges else []
+    tokenizer = keras_hub.models.GPT2Tokenizer(vocabulary=vocabulary, merges=merges)
+    preprocessor = keras_hub.models.GPT2CausalLMPreprocessor(tokenizer, sequence_length=8)
+    net = keras_hub.models.GPT2Backbone(len(vocabulary), 2, 2, 16, 32, max_sequence_length=16)
+    model = keras_hub.models.GPT2CausalLM(net, preprocessor=preprocessor)
+    if top_k:  # as the KerasHub guides do: a sampler object, not a name
+        model.compile(sampler=keras_hub.samplers.TopKSampler(k=2, seed=1))
+    if used:
+        model.predict(TEXTS, batch_size=BATCH, verbose=0)
+        fit_step(model, TEXTS, None)
+        model.generate("the quick", max_length=8)
+    return model, TEXTS, None
+
+
+def conv_vae():
+    inputs = keras.Input((28, 28, 1))
+    h = layers.Conv2D(8, 3, activation="relu", strides=2, padding="same")(inputs)
+    h = layers.Conv2D(16, 3, activation="relu", strides=2, padding="same")(h)
+    h = layers.Dense(16, activation="relu")(layers.Flatten()(h))
+    z_mean, z_log_var = layers.Dense(2, name="z_mean")(h), layers.Dense(2, name="z_log_var")(h)
+    encoder = keras.Model(inputs, [z_mean, z_log_var, Sampling()([z_mean, z_log_var])], name="encoder")
+    latent = keras.Input((2,))
+    h = layers.Reshape((7, 7, 16))(layers.Dense(7 * 7 * 16, activation="relu")(latent))
+    h = layers.Conv2DTranspose(16, 3, activation="relu", strides=2, padding="same")(h)
+    h = layers.Conv2DTranspose(8, 3, activation="relu", strides=2, padding="same")(h)
+    decoder = keras.Model(latent, layers.Conv2DTranspose(1, 3, activation="sigmoid", padding="same")(h))
+    return trained(VAE(encoder, decoder), rng().uniform(size=(BATCH, 28, 28, 1)).astype("float32"), None)
+
+
+def conv_gan():
+    conv = {"strides": 2, "padding": "same"}
+    discriminator = keras.Sequential(
+        [keras.Input((16, 16, 1)), layers.Conv2D(8, 4, **conv), layers.LeakyReLU(0.2), layers.Conv2D(16, 4, **conv)]
+        + [layers.LeakyReLU(0.2), layers.Flatten(), layers.Dropout(0.2), layers.Dense(1, activation="sigmoid")]
+    )
+    generator = keras.Sequential(
+        [keras.Input((8,)), layers.Dense(4 * 4 * 16), layers.Reshape((4, 4, 16)), layers.Conv2DTranspose(16, 4, **conv)]
+        + [layers.LeakyReLU(0.2), layers.Conv2DTranspose(8, 4, **conv), layers.LeakyReLU(0.2)]
+        + [layers.Conv2D(1, 5, padding="same", activation="sigmoid")]
+    )
+    model = GAN(discriminator=discriminator, generator=generator, latent_dim=8)
+    model.compile(keras.optimizers.Adam(1e-4), keras.optimizers.Adam(1e-4), keras.losses.BinaryCrossentropy())
+    x = rng().uniform(size=(BATCH, 16, 16, 1)).astype("float32")
+    fit_step(model, x, None)
+    return model, x, None
+
+
+def stateful_lstm():
+    model = keras.Sequential([keras.Input(batch_shape=(BATCH, 5, 3)), layers.LSTM(8, stateful=True), layers.Dense(1)])
+    return trained(model, rng().normal(size=(BATCH, 5, 3)).astype("float32"), np.ones((BATCH, 1)), loss="mse")
+
+
+def adapted_preprocessing():
+    x = {"num": rng().normal(size=(BATCH, 3)).astype("float32"), "age": np.array([[18.0], [35.0], [52.0], [70.0]])}
+    x["city"] = np.array([["paris"], ["lima"], ["oslo"], ["paris"]])
+    normalization, discretization, lookup = layers.Normalization(), layers.Discretization(4), layers.StringLookup()
+    for layer, key in ((normalization, "num"), (discretization, "age"), (lookup, "city")):
+        layer.adapt(x[key])
+    shapes = [("num", 3, None), ("age", 1, None), ("city", 1, "string")]
+    inputs = {k: keras.Input((n,), name=k, dtype=d) for k, n, d in shapes}
+    ages = layers.CategoryEncoding(4, output_mode="one_hot")(discretization(inputs["age"]))
+    cities = layers.Flatten()(layers.Embedding(lookup.vocabulary_size(), 4)(lookup(inputs["city"])))
+    h = layers.Concatenate()([normalization(inputs["num"]), ages, cities])
+    return trained(keras.Model(inputs, layers.Dense(1)(h)), x, np.ones((BATCH, 1)), dataset_step, loss="mse")
+
+
+def small_dense(variant: str):
+    """Dense(16) -> Dense(3), int8-quantized (``variant="int8"``) or with LoRA on the first layer."""
+    model = keras.Sequential([keras.Input((8,)), layers.Dense(16, activation="relu"), layers.Dense(3)])
+    if variant == "int8":
+        model.quantize("int8")
+    else:
+        model.layers[0].enable_lora(rank=2)
+    x = rng().normal(size=(BATCH, 8)).astype("float32")
+    return trained(model, x, np.arange(BATCH) % 3, loss="sparse_categorical_crossentropy")
+
+
+# --------------------------------------------------------------------------
+# behaviour, tf-keras, and the model modules the tests own
+# --------------------------------------------------------------------------
+
+
+def custom_layer_model(custom: bool = True) -> keras.Model:
+    """Dense(8), Dropout, then an unregistered custom layer (``keras_pickle.demo.Gate``) or a Dense; Adam, one fit."""
+    from keras_pickle.demo import Gate
+
+    keras.utils.set_random_seed(0)
+    last = Gate() if custom else layers.Dense(8)
+    model = keras.Sequential([keras.Input((4,)), layers.Dense(8), layers.Dropout(0.3, seed=1), last])
+    model.compile("adam", "mse")
+    model.fit(rng().normal(size=(16, 4)).astype("float32"), np.ones((16, 8), "float32"), verbose=0)
+    return model
+
+
+TF_KERAS = {"small": (16, (32, 32, 1)), "100mb": (2560, (2560, 2560, 2560, 2560))}  # input features, Dense widths
+
+
+def tf_keras_model(name: str):
+    """tf-keras Dense layers (relu but the last), Adam, trained one step (its slots exist)."""
+    import tensorflow as tf
+    import tf_keras
+
+    features, widths = TF_KERAS[name]
+    tf.random.set_seed(0)
+    dense = [tf_keras.layers.Dense(w, activation="relu") for w in widths[:-1]] + [tf_keras.layers.Dense(widths[-1])]
+    model = tf_keras.Sequential([tf_keras.Input((features,)), *dense])
+    model.compile(tf_keras.optimizers.Adam(1e-3), "mse")
+    x = rng().random((8, features), dtype=np.float32)
+    model.fit(x, np.zeros((8, widths[-1]), "float32"), epochs=1, batch_size=8, verbose=0)
+    return model
+
+
+TESTS = Path(__file__).resolve().parent.parent / "tests"
+
+
+def from_tests(name: str):
+    """``tests/<name>.py``, a model module the tests own (the zoo's second sweep, the tf-keras models),
+    imported under its own name so that its classes pickle by that reference; a child process that
+    loads them gets tests/ on its path from ``common.child(..., tests=True)``."""
+    if str(TESTS) not in sys.path:
+        sys.path.append(str(TESTS))
+    return importlib.import_module(name)
