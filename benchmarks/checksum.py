@@ -109,15 +109,15 @@ def measure(name: str, quick: bool, repeat: int, with_keras: bool, directory: Pa
         c for path in PATHS for checksum in (False, True) for c in round_trip(path, checksum, model, directory)
     ]
     times = common.race(contenders + (keras_built_in(model) if with_keras else []), repeat)
-    mib = common.nbytes(common.state_variables(model)) / 2**20
-    print(f"\n{name}{' (--quick)' if quick else ''}: {mib:.0f} MiB of state, best of {repeat}, protocol 5")
-    print(f"{'path':32} {'op':6} {'no checksum':>12} {'checksum':>12} {'cost':>7}")
-    for path in PATHS:
-        for op in ("dumps", "loads"):
-            off, on = best(times[f"{path}|False|{op}"]), best(times[f"{path}|True|{op}"])
-            print(f"{path:32} {op:6} {off:11.4f}s {on:11.4f}s {on / off:6.2f}x")
+    rows = []
+    for path, op in [(path, op) for path in PATHS for op in ("dumps", "loads")]:
+        off, on = best(times[f"{path}|False|{op}"]), best(times[f"{path}|True|{op}"])
+        rows.append([path, op, f"{off:.4f}", f"{on:.4f}", f"{on / off:.2f}x"])
     for op in ("dumps", "loads") if with_keras else ():
-        print(f"{KERAS_BUILT_IN:32} {op:6} {best(times[f'{KERAS_BUILT_IN}|False|{op}']):11.4f}s")
+        rows.append([KERAS_BUILT_IN, op, f"{best(times[f'{KERAS_BUILT_IN}|False|{op}']):.4f}", "—", "—"])
+    mib = common.nbytes(common.state_variables(model)) / 2**20
+    title = f"{name}{' (--quick)' if quick else ''}: {mib:.0f} MiB of state, seconds, best of {repeat}, protocol 5"
+    common.table(title, ["path", "op", "no checksum", "checksum", "cost"], rows)
 
 
 def main(argv: list[str] | None = None) -> int:

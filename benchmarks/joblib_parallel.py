@@ -121,31 +121,34 @@ def main(argv: list[str] | None = None) -> int:
         for name in args.model:
             common.emit(measure(args.backend[0], name, args.tasks, args.repeat, args.quick))
         return 0
-    failed = False
+    rows, loads, failed = [], [], False
     for backend in args.backend:
-        argv = [
-            "--child",
-            "--backend",
-            backend,
-            "--model",
-            *args.model,
-            f"--tasks={args.tasks}",
-            f"--repeat={args.repeat}",
-        ]
-        argv += ["--quick"] * args.quick
+        argv = ["--child", "--backend", backend, "--model", *args.model, f"--tasks={args.tasks}"]
+        argv += [f"--repeat={args.repeat}", *["--quick"] * args.quick]
         results, error = common.child("joblib_parallel", *argv, env={"KERAS_BACKEND": backend})
         if error:
             failed = True
             print(f"{backend}: failed\n{error}")
         for r in results:
-            print(f"{r['backend']:10} {r['model']:10} {r['weight_mib']:6} MiB  worker load {r['worker_load_s']}")
             for label in ("memmap", "pickled"):
                 f = r[label]
-                print(
-                    f"    {label:8} arrays {f['arrays']:7.3f} s  keras_pickle {f['keras_pickle']:7.3f} s "
-                    f"({f['ratio_keras_pickle']}x)  keras {f['keras']:7.3f} s ({f['ratio_keras']}x)  "
-                    f"state copied {f['state_copied']:7.3f} s (keras_pickle {f['ratio_to_copy_floor']}x)"
+                cells = [f"{f['arrays']:.3f} s", f"{f['keras_pickle']:.3f} s ({f['ratio_keras_pickle']}x)"]
+                cells += [f"{f['keras']:.3f} s ({f['ratio_keras']}x)", f"{f['state_copied']:.3f} s"]
+                rows.append(
+                    [
+                        r["backend"],
+                        f"{r['model']}, {r['weight_mib']} MiB",
+                        label,
+                        *cells,
+                        f"{f['ratio_to_copy_floor']}x",
+                    ]
                 )
-            for key in (k for k in r if k.endswith("_error")):
-                print(f"    {key.removesuffix('_error')}: {r[key]}")
+            worker = ", ".join(f"{k} {v} s" for k, v in r["worker_load_s"].items())
+            errors = "; ".join(f"{k.removesuffix('_error')}: {v}" for k, v in r.items() if k.endswith("_error"))
+            loads.append(f"{r['backend']} {r['model']}: worker load {worker}" + (f"; {errors}" if errors else ""))
+    header = ["backend", "model", "joblib", "arrays", "keras_pickle (x arrays)", "keras (x arrays)", "state copied"]
+    common.table(
+        f"{args.tasks} tasks on 2 workers, best of {args.repeat}", [*header, "keras_pickle / state copied"], rows
+    )
+    print("\n".join(["", *loads]))
     return 1 if failed else 0

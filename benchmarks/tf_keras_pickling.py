@@ -103,20 +103,21 @@ def report(rows: list[dict]) -> None:
 
     import keras_pickle
 
-    print(f"tf-keras {tf_keras.__version__}, keras_pickle {keras_pickle.__version__}, pickle protocol 5 in band")
     theirs, ours = NAMES.values()
+    table = []
     for row in rows:
-        print(f"\n{row['model']} ({row['state_bytes'] / 1e6:.1f} MB of state)")
-        print(f"  {'':10} {'tf-keras own':>14} {'keras_pickle':>14} {'speed-up':>9}   (best of the repeats)")
         row.update({f"{impl} both": row[f"{impl} dumps"] + row[f"{impl} loads"] for impl in (theirs, ours)})
+        name = f"{row['model']} ({row['state_bytes'] / 1e6:.1f} MB of state)"
         for op in ("first dumps", "first loads", "dumps", "loads", "both"):
             a, b = row[f"{theirs} {op}"], row[f"{ours} {op}"]
-            print(f"  {op:10} {a * 1e3:11.1f} ms {b * 1e3:11.1f} ms {a / b:8.1f}x")
-        print(f"  {'bytes':10} {row[f'{theirs} bytes']:14,} {row[f'{ours} bytes']:14,}")
+            table.append([name, op, f"{a * 1e3:.1f} ms", f"{b * 1e3:.1f} ms", f"{a / b:.1f}x"])
+        table.append([name, "bytes", f"{row[f'{theirs} bytes']:,}", f"{row[f'{ours} bytes']:,}", ""])
         for op in ("dumps", "loads") if f"{ours} dumps memory" in row else ():
-            a, b = row[f"{theirs} {op} memory"], row[f"{ours} {op} memory"]
-            print(f"  {op + ' mem':10} {a:13.2f}x {b:13.2f}x   (peak extra RSS / state bytes)")
-        print(f"  result     tf-keras own: {row[f'{theirs} result']}; keras_pickle: {row[f'{ours} result']}")
+            memory = [f"{row[f'{impl} {op} memory']:.2f}x the state" for impl in (theirs, ours)]
+            table.append([name, f"peak extra memory, {op}", *memory, ""])
+        table.append([name, "result", row[f"{theirs} result"], row[f"{ours} result"], ""])
+    title = f"tf-keras {tf_keras.__version__} vs keras_pickle {keras_pickle.__version__}, protocol 5 in band, best of N"
+    common.table(title, ["model", "op", "tf-keras own", "keras_pickle", "speed-up"], table)
 
 
 FRESH_LOAD = """

@@ -17,6 +17,7 @@ def run_benchmark(*args: str, timeout: float = 500) -> str:
 
 def markdown_rows(stdout: str, columns: int) -> list[list[str]]:
     lines = [line for line in stdout.splitlines() if line.startswith("| ") and line.count(" | ") == columns - 1]
+    lines = [line for line in lines if not line.startswith("| --- |")]  # header rows stay
     return [[cell.strip() for cell in line.strip("| ").split(" | ")] for line in lines]
 
 
@@ -53,14 +54,12 @@ def test_bench_runs_end_to_end_on_tiny_models(tmp_path):
 
 
 def test_checksum_benchmark_runs_and_checks_what_it_times():
-    stdout = run_benchmark("checksum", "--quick", "--repeat", "1")
-    row = re.compile(r"^(?P<path>\S.*?)\s+(?P<op>dumps|loads)\s+[\d.]+s\s+[\d.]+s\s+[\d.]+x$")
-    rows = [(m["path"], m["op"]) for m in map(row.match, stdout.splitlines()) if m]
+    rows = markdown_rows(run_benchmark("checksum", "--quick", "--repeat", "1"), 5)
     paths = ["keras_pickle.dump to a file", "keras_pickle.dumps in band", "pickle.dumps in band"]
-    paths += ["keras_pickle.dumps out of band", "pickle.dumps out of band"]
+    paths += ["keras_pickle.dumps out of band", "pickle.dumps out of band", "keras built-in"]
     expected = [(path, op) for path in paths for op in ("dumps", "loads")]
-    assert rows == expected * 2, stdout  # dense100mb, then resnet50
-    assert stdout.count("keras built-in ") == 4, stdout
+    assert [(row[0], row[1]) for row in rows if row[0] != "path"] == expected * 2, rows  # dense100mb, resnet50
+    assert all(float(row[4].rstrip("x")) > 0 for row in rows if row[0] not in ("path", "keras built-in")), rows
 
 
 def test_startup_benchmark_shows_the_tools_import_no_framework():
