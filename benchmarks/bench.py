@@ -44,23 +44,19 @@ import importlib
 import json
 import os
 import pickle
-import sys
 import time
 import traceback
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-if not __package__:  # keras-pickle bench (keras_pickle/cli.py) loads this file by path: import its package
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+import keras
+import numpy as np
+from keras.src.backend.common import global_state
 
-import keras  # noqa: E402
-import numpy as np  # noqa: E402
-from keras.src.backend.common import global_state  # noqa: E402
-
-import keras_pickle  # noqa: E402
-from benchmarks import common, models  # noqa: E402
-from benchmarks._bench_args import MODEL_NAMES, parse_args  # noqa: E402
-from benchmarks.common import IMPLS, KERAS, KP, Contender, best, mb, race, ratio  # noqa: E402
+import keras_pickle
+from benchmarks import common, models
+from benchmarks._bench_args import MODEL_NAMES, parse_args
+from benchmarks.common import IMPLS, KERAS, KP, Contender, best, mb, race, ratio
 
 LOADS_IN_A_ROW = "10 loads in a row"
 PLANS = {  # model: (dumps vs the floor and its phases, loads vs the floor, ops vs Keras's own pickling)

@@ -1,8 +1,8 @@
 """The ``keras-pickle`` command: ``demo``, ``check``, ``inspect`` and ``bench``.
 
 Help and usage errors come first, for every command, before Keras or a backend
-is imported (``bench`` parses its arguments with ``benchmarks/_bench_args.py``
-before it loads ``bench.py``; ``check`` imports its target before Keras, so a
+is imported (``bench`` parses its arguments with ``benchmarks._bench_args``
+before it imports ``benchmarks.bench``; ``check`` imports its target before Keras, so a
 target that cannot be imported is named at once). ``inspect`` imports neither
 Keras nor a backend at all (it reads bytes; it starts in the time Python does);
 ``check`` and ``demo`` import Keras when they run.
@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import importlib.util
 import json
 import os
 import sys
@@ -98,7 +97,7 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
         "--json", action="store_true", help="print one JSON object per payload, one per line (keys: docs/guide.md)"
     )
     bench_parser = commands.add_parser(
-        "bench", help="benchmark Keras's pickling and keras_pickle side by side (benchmarks/bench.py --help)"
+        "bench", help="benchmark Keras's pickling and keras_pickle side by side (python -m benchmarks bench --help)"
     )
     check_parser = commands.add_parser(
         "check",
@@ -142,29 +141,22 @@ def _check_command(target: str, *, as_json: bool, verbose: bool) -> int:
 
 
 def _bench_command(bench_args: list[str]) -> int:
-    """Run benchmarks/bench.py from the source tree keras_pickle is installed from.
+    """Run ``python -m benchmarks bench`` from the source tree keras_pickle is installed from.
 
-    Its arguments are parsed first by ``benchmarks/_bench_args.py``, which imports no Keras:
-    ``--help`` and usage errors answer before bench.py imports Keras and a backend.
+    Its arguments are parsed first by ``benchmarks._bench_args``, which imports no Keras:
+    ``--help`` and usage errors answer before ``benchmarks.bench`` imports Keras and a backend.
     """
-    benchmarks = Path(__file__).resolve().parent.parent / "benchmarks"
-    script = benchmarks / "bench.py"
-    if not script.is_file():
-        print(f"keras-pickle bench: {script} not found; run it from a source checkout.", file=sys.stderr)
+    source = Path(__file__).resolve().parent.parent
+    if not (source / "benchmarks" / "bench.py").is_file():
+        print(f"keras-pickle bench: {source / 'benchmarks'} not found; run it from a source checkout.", file=sys.stderr)
         return 2
-    args = _load(benchmarks / "_bench_args.py", "keras_pickle_bench_args").parse_args(bench_args)
+    if str(source) not in sys.path:
+        sys.path.insert(0, str(source))
+    args = importlib.import_module("benchmarks._bench_args").parse_args(bench_args)
     _logging(verbose=args.verbose)
     with _quiet.quietly(not args.verbose):
-        bench = _load(script, "keras_pickle_bench")  # imports Keras
+        bench = importlib.import_module("benchmarks.bench")  # imports Keras
     return bench.main(bench_args)
-
-
-def _load(path: Path, name: str):
-    """The module at ``path``, executed under ``name``."""
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def _inspect_command(path: str, *, verify: bool, as_json: bool) -> int:

@@ -149,7 +149,7 @@ def _carries_checksum(data) -> bool:
 def test_checksum_by_default_wherever_the_weights_are_written_in_band():
     """The default (docs/guide.md, "Checksums and versions"): a checksum wherever the weights surely go
     into the stream, none where a protocol-5 pickle may hand them to a buffer_callback (a live transport,
-    where hashing costs more than the dump: python benchmarks/checksum.py)."""
+    where hashing costs more than the dump: python -m benchmarks checksum)."""
     model, loss = zoo.trained(zoo.sequential), keras.losses.MeanSquaredError()
     file = io.BytesIO()
     keras_pickle.dump(model, file)

@@ -23,7 +23,7 @@ nothing changes for any other payload.
 
 On TensorFlow only: its copy shares each value with the kept model until either writes it, so a
 copy costs a fraction of a rebuild (0.055 s against 0.25 s per load for a 96 MiB Dense stack with its
-Adam slots, ``benchmarks/joblib_parallel.py``'s worker load, measured while ``joblib.dump`` files were
+Adam slots, ``python -m benchmarks joblib_parallel``'s worker load, measured while ``joblib.dump`` files were
 cached). A PyTorch or JAX copy copies every value, which cost more than the rebuild from the mapped
 values it replaced (PyTorch: 0.27 s against 0.05 s), and doubled what each worker holds.
 """
