@@ -15,9 +15,9 @@ from . import _allow, _format, _options  # noqa: F401  (_allow, _format: see bel
 from ._keras3 import native_pickle as _native_pickle
 from ._protocol import install as _install
 from ._protocol import load_failure as _load_failure
-from ._reader import safe
+from ._reader import unpickler as _restricted
 from ._reader.prescan import check_lengths, describe_bytes, foreign_format, peek
-from ._rebuild.safe_policy import globals_policy
+from ._rebuild.vetting import globals_policy
 from ._wire import damage as _damage
 from ._wire import stream_root
 from ._wire.reprs import shorten
@@ -216,13 +216,13 @@ def _load_one(file: IO[bytes], options: _options.LoadOptions, *, buffers, descri
     with _options.loading(options):
         try:
             if safe_mode:
-                unpickler = safe.SafeUnpickler(file, policy=globals_policy(), buffers=buffers)
+                unpickler = _restricted.SafeUnpickler(file, policy=globals_policy(), buffers=buffers)
             else:
                 unpickler = stream_root.RecordingUnpickler(file, buffers=buffers)
             obj = unpickler.load()
         except UnsafePayloadError as e:
-            if safe.looks_like_keras_native(head):
-                raise UnsafePayloadError(str(e) + safe.KERAS_NATIVE_HINT, what=e.what) from e
+            if _restricted.looks_like_keras_native(head):
+                raise UnsafePayloadError(str(e) + _restricted.KERAS_NATIVE_HINT, what=e.what) from e
             raise _damaged_or(e, head, describe) from e
         except NotAPayloadError as e:  # the reconstructor's verdict on what a damaged memo or opcode handed it
             damaged = _damage.stream_damage(head, describe(), e)
@@ -247,10 +247,10 @@ def _load_one(file: IO[bytes], options: _options.LoadOptions, *, buffers, descri
                 raise damaged from e
             if failure is not None:
                 raise failure from e
-            if safe.looks_like_keras_native(head):  # Keras failed to rebuild its own pickle: say how to convert
+            if _restricted.looks_like_keras_native(head):  # Keras failed to rebuild its own pickle: say how to convert
                 raise NotAPayloadError(
                     f"Not a keras_pickle payload: Keras could not rebuild the model in {describe()} "
-                    f"({type(e).__name__}: {shorten(str(e), 300)}).{safe.KERAS_NATIVE_HINT}",
+                    f"({type(e).__name__}: {shorten(str(e), 300)}).{_restricted.KERAS_NATIVE_HINT}",
                     found=describe(),
                     original_error=e,
                 ) from e
@@ -269,7 +269,7 @@ def _load_one(file: IO[bytes], options: _options.LoadOptions, *, buffers, descri
         raise _damaged_or(error, head, describe)
     if options.restored == 0:
         found = f"a pickled {type(obj).__module__}.{type(obj).__qualname__}"
-        hint = safe.KERAS_NATIVE_HINT if safe.looks_like_keras_native(head) else ""
+        hint = _restricted.KERAS_NATIVE_HINT if _restricted.looks_like_keras_native(head) else ""
         error = NotAPayloadError(
             f"Not a keras_pickle payload: the data is {found}, which holds no Keras object pickled by "
             f"keras_pickle.{hint}",
@@ -302,7 +302,7 @@ def convert(
     format, and :class:`~keras_pickle.KerasUnpicklingError` (naming ``custom_objects``) where Keras
     cannot rebuild it.
     """
-    if not _is_bytes_like(data) or not safe.looks_like_keras_native(bytes(memoryview(data)[:4096])):
+    if not _is_bytes_like(data) or not _restricted.looks_like_keras_native(bytes(memoryview(data)[:4096])):
         raise NotAPayloadError(
             "keras_pickle.convert takes the bytes of Keras's own pickling (pickle.dumps(model) without "
             "keras_pickle, or scikeras's); these are not. A keras_pickle payload needs no conversion: "

@@ -30,9 +30,9 @@ def main() -> None:
     import redteam
 
     import keras_pickle
-    from keras_pickle._reader.allowlist import is_stdlib, refusal
-    from keras_pickle._reader.safe import resolve_as_defined
-    from keras_pickle._rebuild.safe_policy import globals_policy, vouched_function
+    from keras_pickle._rebuild.vetting import globals_policy
+    from keras_pickle._safe_mode.decision import is_stdlib, refusal
+    from keras_pickle._safe_mode.names import resolve_as_defined
 
     functions = {}
     for module_name, module in list(sys.modules.items()):
@@ -46,6 +46,7 @@ def main() -> None:
                     continue
                 functions[f"{module_name}.{name}"] = value
     policy = globals_policy()
+    vouched_function = policy.vouched_function
     let_through = [path for path, f in functions.items() if refusal(f, policy) is None and not vouched_function(f)]
     refused_vouched = [path for path, f in functions.items() if refusal(f, policy) is not None and vouched_function(f)]
 

@@ -28,7 +28,7 @@ from redteam import Effects, GlobalRef
 import keras_pickle
 import keras_pickle._allow  # noqa: F401  (imported on first load: imported here, so that imports show effects)
 import keras_pickle._api  # noqa: F401
-from keras_pickle._wire import configs
+from keras_pickle._safe_mode import rules
 
 pytestmark = pytest.mark.backends  # tests/run_all.py runs this file on every backend
 
@@ -122,7 +122,7 @@ def test_a_function_of_a_keras_module_not_vouched_for_is_refused_without_a_table
 # --------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("kind", configs.REFUSED_LAYERS)
+@pytest.mark.parametrize("kind", rules.REFUSED_LAYERS)
 @pytest.mark.parametrize("spelling", redteam.REFUSED_LAYER_SPELLINGS)
 def test_refused_layers_are_refused_however_spelt_at_every_depth(marker, kind, spelling):
     header, body = sequential_parts()

@@ -14,7 +14,7 @@ from helpers import assert_same_state
 
 import keras_pickle
 from keras_pickle import _format
-from keras_pickle._wire.configs import FOREIGN_LAYERS
+from keras_pickle._safe_mode.rules import FOREIGN_LAYERS
 
 pytestmark = pytest.mark.backends  # tests/run_all.py runs this file on every backend
 

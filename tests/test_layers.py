@@ -25,12 +25,13 @@ PACKAGE_DIR = Path(keras_pickle.__file__).resolve().parent
 BOTTOM, KERAS, SIDES, TOP = 0, 1, 2, 3
 # Each module's layer, by name or by package prefix (a trailing dot).
 LAYERS = {
-    # bottom: errors, the wire format, the restricted reader. No Keras, no backend.
+    # bottom: errors, the wire format, safe mode's policy, the restricted reader. No Keras, no backend.
     "keras_pickle.errors": BOTTOM,
     "keras_pickle.limits": BOTTOM,
     "keras_pickle._version": BOTTOM,
     "keras_pickle._wire.": BOTTOM,
     "keras_pickle._reader.": BOTTOM,
+    "keras_pickle._safe_mode.": BOTTOM,
     "keras_pickle._quiet": BOTTOM,
     # what one Keras dialect needs (Keras 3), and the per-call context both sides read.
     "keras_pickle._keras3.": KERAS,
@@ -58,8 +59,8 @@ LAYERS = {
 FRAMEWORKS = ("keras", "tensorflow", "jax", "jaxlib", "torch", "flax")
 # Modules that must import no framework at any depth: the bottom layer and the byte-reading tools.
 FRAMEWORK_FREE = ("keras_pickle.errors", "keras_pickle.limits", "keras_pickle._version", "keras_pickle._wire.",
-                  "keras_pickle._reader.", "keras_pickle._inspect.", "keras_pickle.cli", "keras_pickle.__main__",
-                  "keras_pickle")  # fmt: skip
+                  "keras_pickle._reader.", "keras_pickle._safe_mode.", "keras_pickle._inspect.", "keras_pickle.cli",
+                  "keras_pickle.__main__", "keras_pickle")  # fmt: skip
 # Imports allowed inside a function: optional dependencies, never a keras_pickle module...
 OPTIONAL = ("dask", "distributed", "ray", "scikeras", "cloudpickle", "ml_dtypes", "rich", "tf_keras")
 # ...except these, each for start-up time: a command imports Keras only when it runs.

@@ -72,9 +72,9 @@ def with_layer(parts, layer_config: dict, custom_objects: dict) -> bytes:
 
 # (module the payload names, a dotted path through it to a dangerous callable)
 TRAVERSALS = [
-    ("keras_pickle._reader.safe", "inspect.os.spawnv"),
-    ("keras_pickle._reader.safe", "pickle._loads"),
-    ("keras_pickle._reader.allowlist", "sys.modules"),
+    ("keras_pickle._safe_mode.names", "inspect.os.spawnv"),
+    ("keras_pickle._reader.unpickler", "pickle._loads"),
+    ("keras_pickle._safe_mode.decision", "sys.modules"),
     ("keras_pickle._api", "pickle.loads"),
     ("keras_pickle._capture.custom_objects", "sys.modules"),
     ("keras.src.saving.serialization_lib", "importlib.import_module"),
@@ -104,7 +104,7 @@ def test_the_reported_exploit_runs_nothing(marker, parts):
     }
     table = {
         "Foo": GlobalRef("keras.src.layers.core.lambda_layer", "Lambda"),
-        "spawnv": GlobalRef("keras_pickle._reader.safe", "inspect.os.spawnv"),
+        "spawnv": GlobalRef("keras_pickle._safe_mode.names", "inspect.os.spawnv"),
     }
     assert_refused(with_layer(parts, layer, table), marker)
     # What keras-pickle inspect says of it: the same verdict.
@@ -458,10 +458,10 @@ def test_a_numpy_scalar_allocates_only_what_the_payload_holds(marker, call):
     with Effects(marker) as effects, pytest.raises(keras_pickle.UnsafePayloadError, match="scalar"):
         keras_pickle.loads(data)
     effects.assert_none()
-    from keras_pickle._reader import safe
+    from keras_pickle._safe_mode import calls
 
     function, args = np.float32(1.5).__reduce__()  # how numpy pickles a scalar passes
-    assert safe._checked_scalar(*args) == np.float32(1.5) and function is safe._NUMPY_SCALAR
+    assert calls._checked_scalar(*args) == np.float32(1.5) and function is calls._NUMPY_SCALAR
 
 
 def test_restore_with_state_rebuilds_a_metric_or_an_optimizer_only(marker):
@@ -527,7 +527,7 @@ def test_a_stream_cannot_free_data_a_value_still_points_at(rebuilt):
     BUILD completes only numpy's empty start, and _frombuffer reads only bytes or an out-of-band buffer."""
     import io
 
-    from keras_pickle._reader.safe import SafeUnpickler
+    from keras_pickle._reader.unpickler import SafeUnpickler
 
     size = 4096
     dtype = (

@@ -22,7 +22,8 @@ import keras_pickle
 import keras_pickle._allow  # noqa: F401  (imported on first load: imported here, so that imports show effects)
 import keras_pickle._api  # noqa: F401
 from keras_pickle import _dialect
-from keras_pickle._reader import allowlist
+from keras_pickle._safe_mode import configs as safe_configs
+from keras_pickle._safe_mode import decision, names
 
 pytestmark = pytest.mark.tf_keras
 
@@ -37,8 +38,8 @@ def parts():
 
 def refusals(config) -> list:
     """What safe mode's one judge says of ``config`` in a tf-keras payload, as ``loads`` would ask it."""
-    policy, resolver = allowlist.current_policy()
-    return list(allowlist.config_refusals(config, policy, resolver({}, _dialect.TF_KERAS), dialect="tf-keras"))
+    policy, resolver = decision.current_policy()
+    return list(safe_configs.config_refusals(config, policy, resolver({}, _dialect.TF_KERAS), dialect="tf-keras"))
 
 
 def assert_refused(data: bytes, marker) -> Exception:
@@ -109,10 +110,10 @@ def test_a_dotted_name_that_reaches_a_registered_function_still_loads(parts):
     module.Holder = Holder
     sys.modules[module.__name__] = module
     try:
-        found = allowlist.dotted_attribute(vars(module), "Holder.double")
+        found = names.dotted_attribute(vars(module), "Holder.double")
         assert found is Holder.__dict__["double"].__func__
-        assert isinstance(allowlist.dotted_attribute(vars(module), "Holder.mro"), allowlist.Unresolved)
-        assert allowlist.dotted_attribute(vars(module), "Nothing.here") is None
+        assert isinstance(names.dotted_attribute(vars(module), "Holder.mro"), names.Unresolved)
+        assert names.dotted_attribute(vars(module), "Nothing.here") is None
     finally:
         del sys.modules[module.__name__]
 

@@ -9,7 +9,8 @@ from collections.abc import Iterator
 from typing import Any
 
 from .. import limits
-from .._reader.allowlist import refused_outright
+from .._safe_mode.configs import lambdas
+from .._safe_mode.decision import refused_outright
 from .._wire import checksum as wire_checksum
 from .._wire import configs, damage
 from .._wire.arrays import wire_itemsize
@@ -137,7 +138,7 @@ def describe(stream: Stream, payload: Call, *, verify: bool, buffers: list | Non
     refusals.extend(judged.refusals)
     warnings.extend(f"safe mode refuses it: {refusal}" for refusal in dict.fromkeys(refusals))
     warnings.extend(judged.flagged)
-    lambda_layers = [str(code) for code in configs.lambdas(config)]
+    lambda_layers = [str(code) for code in lambdas(config)]
     refuses = bool(refusals)
 
     problems = _field_problems(header, body)

@@ -1,14 +1,15 @@
 """Safe mode's verdict on a payload, reached without unpickling and without importing anything.
 
-The inspector asks safe mode's one decision (:func:`keras_pickle._reader.allowlist.refusal`, through
-``judge_config`` for configs) about everything it can resolve without importing: a global of a
-module this process has imported, resolved as the restricted reader resolves it; the payload's
-custom objects; every node of its config, under every spelling, with the payload's custom objects
-applied. Where keras_pickle's Keras level is loaded in this process, the policy is the one
-``keras_pickle.loads`` uses here (:func:`~keras_pickle._reader.allowlist.current_policy`); otherwise
-a Keras-free one that decides the same for everything but Keras's own functions (which only a
-process with Keras can tell apart). A name in a module this process has not imported is judged
-where it loads: the report says so.
+The inspector asks safe mode's policy (:mod:`keras_pickle._safe_mode`) about everything it can resolve
+without importing: a global of a module this process has imported, resolved as the restricted reader
+resolves it and judged by the one decision (:func:`~keras_pickle._safe_mode.decision.refusal`); the
+payload's custom objects; every node of its config (:func:`~keras_pickle._safe_mode.configs.config_refusals`),
+under every spelling, with the payload's custom objects applied. Where keras_pickle's Keras level is loaded
+in this process, the policy and the dialect's resolver are the ones ``keras_pickle.loads`` uses here
+(:func:`~keras_pickle._safe_mode.decision.current_policy`), so the verdict is loads'. Otherwise the policy
+is :data:`~keras_pickle._safe_mode.decision.KERAS_FREE_POLICY` (it decides the same for everything but
+Keras's classes and functions, which only a process with Keras can tell apart). A name in a module this
+process has not imported is judged where it loads: the report says so.
 """
 
 from __future__ import annotations
@@ -18,27 +19,15 @@ import sys
 from collections.abc import Iterator
 from typing import Any
 
-from .._reader.allowlist import (
-    CALLABLE_GLOBALS,
-    KERAS_PACKAGES,
-    GlobalsPolicy,
-    config_refusals,
-    current_policy,
-    is_stdlib,
-    package_of,
-    refusal,
-)
-from .._reader.safe import resolve_as_defined
+from .._safe_mode import names
+from .._safe_mode.configs import config_refusals
+from .._safe_mode.decision import KERAS_FREE_POLICY, current_policy, is_stdlib, package_of, refusal
+from .._safe_mode.rules import CALLABLE_GLOBALS, KERAS_PACKAGES
 from .._wire import configs
 from .._wire.refs import InertReference, qualified_name
 from .._wire.schema import BY_VALUE
 from ..errors import UnsafePayloadError
 from .values import Call, Global, short
-
-KERAS_FREE_POLICY = GlobalsPolicy(
-    allowed_bases=(object,), vouched_function=lambda f: package_of(getattr(f, "__module__", "")) in KERAS_PACKAGES
-)
-"""Where Keras is not loaded: classes are not told apart, Keras's own functions are taken as vouched for."""
 
 
 @dataclasses.dataclass
@@ -64,7 +53,7 @@ def judge(globals_named: list[tuple[str, str]], custom: Any, config: Any, dialec
             )
             continue
         try:
-            reason = refusal(resolve_as_defined(module, name), policy)
+            reason = refusal(names.resolve_as_defined(module, name), policy)
         except UnsafePayloadError as e:
             reason = str(e).removeprefix("Safe mode refused ").rstrip(".")
         if reason is not None:
@@ -95,7 +84,7 @@ def _resolved(value: Any) -> Any:
     if not (isinstance(value, Global) and value.module in sys.modules):
         return None
     try:
-        return resolve_as_defined(value.module, value.name)
+        return names.resolve_as_defined(value.module, value.name)
     except UnsafePayloadError:
         return None
 

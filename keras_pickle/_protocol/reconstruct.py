@@ -4,7 +4,7 @@ It validates the header before touching the body, the body before decoding
 anything (:mod:`keras_pickle._wire.schema`: both as written, their checksum verified), brings a
 payload of an older format version to the current shape once (:mod:`keras_pickle._wire.upgrade`:
 nothing after it knows older versions), in safe mode judges what the
-body's objects and configs stand for (:mod:`keras_pickle._rebuild.safe_policy`; first, a
+body's objects and configs stand for (:mod:`keras_pickle._rebuild.vetting`; first, a
 newer Keras's config keys this one lacks are dropped or refused by
 :mod:`keras_pickle._rebuild.skew`) and holds Keras's own safe mode for the whole rebuild,
 rebuilds the object (:mod:`keras_pickle._rebuild.payload`; a joblib worker's repeated task copies the
@@ -31,8 +31,8 @@ from .._keras3 import records as _records
 from .._rebuild import by_value as _by_value
 from .._rebuild import payload as _rebuild_payload
 from .._rebuild import reclaim as _reclaim
-from .._rebuild import safe_policy as _safe_policy
 from .._rebuild import skew as _skew
+from .._rebuild import vetting as _vetting
 from .._wire import schema, upgrade
 from .._wire.refs import InertReference
 from .._wire.reprs import shorten
@@ -76,14 +76,14 @@ def restore(header, body):
         body = schema.check_body(header, body, is_custom_object=_custom_object_check(safe_mode))
         header, body = upgrade.to_current(header, body)  # from here on, the current format version's shape
         dialect = header["dialect"]
-        decoded = _safe_policy.vet_names(body) if safe_mode else None  # Keras-free: nothing imported before it
+        decoded = _vetting.vet_names(body) if safe_mode else None  # Keras-free: nothing imported before it
         _dialect.require(dialect, header["keras_version"])  # tf-keras: imported, or both sides named
         checked = body
         if dialect == _dialect.KERAS3:
             body = _skew.adapt_body(header, body)  # a newer Keras's config keys this one lacks
-        with _safe_policy.keras_safe_mode(safe_mode, dialect):
+        with _vetting.keras_safe_mode(safe_mode, dialect):
             if safe_mode:  # the configs decoded above, unless adapt_body rewrote them
-                _safe_policy.vet_body(body, dialect, decoded if body is checked else None)
+                _vetting.vet_body(body, dialect, decoded if body is checked else None)
             mapped = _reclaim.has_mapped_weights(body.get("variables") or ())
             if mapped:  # a joblib worker: the previous task's model goes before this one comes
                 _reclaim.before_rebuild()

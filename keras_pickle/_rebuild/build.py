@@ -20,8 +20,8 @@ from .._keras3 import records as _records
 from .._keras3 import weight_decay as _weight_decay
 from .._keras3.census import Census
 from .._keras3.state import Blueprint
-from .._wire import configs
-from ..errors import KerasPickleError, KerasUnpicklingError, LambdaLayerError, UnsafePayloadError
+from .._safe_mode import judge_names
+from ..errors import KerasPickleError, KerasUnpicklingError
 from . import state as _rebuild_state
 
 
@@ -185,8 +185,8 @@ def from_config(
     nodes from the specs its config records (:mod:`keras_pickle._keras3.graph`).
     """
     config = json.loads(config_json) if isinstance(config_json, str) else config_json
-    if safe_mode:
-        refuse_embedded_code(config)
+    if safe_mode:  # judged by name before Keras resolves or imports anything for it
+        judge_names(config)
     if not compile and isinstance(config, dict):
         config.pop("compile_config", None)
     elif isinstance(config, dict) and config.get("compile_config"):
@@ -301,28 +301,3 @@ def _build_sublayers(layer: Any) -> None:
         return
     dtype = layer.dtype_policy.compute_dtype
     layer(keras.KerasTensor(tuple(shape), dtype=dtype))
-
-
-def refuse_embedded_code(config: Any) -> None:
-    """Refuse, before Keras resolves or imports anything for it, a layer whose loading runs stored code.
-
-    A Lambda layer raises :class:`LambdaLayerError`; a layer that embeds another format
-    (:data:`keras_pickle._wire.configs.FOREIGN_LAYERS`: a torch module, JAX or Flax functions, a
-    SavedModel) raises :class:`UnsafePayloadError`. Both name the layer and ``safe_mode=False``.
-    """
-    for code in configs.lambdas(config):
-        if code.layer is not None:
-            raise LambdaLayerError(
-                f"Safe mode refused Lambda layer '{code.layer}': loading it would run the Python "
-                "code stored in the payload. If you trust the source of this payload, load "
-                "it with keras_pickle.loads(data, safe_mode=False).",
-                what=f"Lambda layer '{code.layer}'",
-            )
-    for foreign in configs.foreign_layers(config):
-        raise UnsafePayloadError(
-            f"Safe mode refused {foreign.class_name} layer '{foreign.layer}': it holds "
-            f"{configs.FOREIGN_LAYERS[foreign.class_name]}, and loading it would run code the payload "
-            "brings. If you trust the source of this payload, load it with "
-            "keras_pickle.loads(data, safe_mode=False).",
-            what=f"{foreign.class_name} layer '{foreign.layer}'",
-        )

@@ -26,12 +26,12 @@ import types
 from typing import Any
 
 from .._options import load_options
-from .._reader.allowlist import refusal
-from .._reader.safe import resolve_as_defined
+from .._safe_mode.decision import refusal
+from .._safe_mode.names import resolve_as_defined
 from .._wire.refs import InertReference, qualified_name
 from .._wire.reprs import bounded_repr, shorten
 from ..errors import CustomObjectLoadError, KerasUnpicklingError, UnsafePayloadError
-from .safe_policy import globals_policy
+from .vetting import globals_policy
 
 MAIN_MODULES = ("__main__", "__mp_main__")
 """The names a main script runs under: itself, and in a ``spawn`` / ``forkserver`` child of it."""

@@ -12,10 +12,10 @@ from typing import Any
 import keras
 
 from .._options import load_options
-from .._reader.allowlist import refusal
+from .._safe_mode.decision import refusal
 from .._wire.refs import InertReference
 from ..errors import KerasUnpicklingError, UnsafePayloadError
-from .safe_policy import globals_policy
+from .vetting import globals_policy
 
 
 def registered(name: Any) -> Any:

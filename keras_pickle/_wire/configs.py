@@ -1,15 +1,15 @@
 """Reading a decoded Keras config (plain JSON data): one walk, several questions.
 
-Loading asks how many layers a config lists (a resource limit) and whether it
-holds a Lambda layer (safe mode refuses it); collecting custom objects asks
-which classes and functions it names; the inspector asks all of these without
+Loading asks how many layers a config lists (a resource limit); collecting custom objects asks
+which classes and functions it names; safe mode (:mod:`keras_pickle._safe_mode.configs`) asks
+every node that names something, under every spelling; the inspector asks all of these without
 Keras. Each question is a fold over :func:`iter_nodes`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from typing import Any, NamedTuple
+from typing import Any
 
 
 def iter_nodes(config: Any, descend: Callable[[dict], bool] | None = None) -> Iterator[dict]:
@@ -85,94 +85,10 @@ def dotted_names(node: dict) -> list[str]:
     return [name for name in spellings(node) if "." in name]
 
 
-def refused_layer_spelt(node: dict) -> str | None:
-    """The refused layer kind (``Lambda`` or one of :data:`FOREIGN_LAYERS`) ``node`` names under any
-    of its spellings, whatever its ``module`` says (or whether it has one); ``None`` otherwise."""
-    if node.get("class_name") == "function":
-        return None
-    for name in spellings(node):
-        if name in REFUSED_LAYERS:
-            return name
-    return None
-
-
 def layer_name(node: dict) -> str:
     """The ``name`` in a layer node's config, for messages (``"?"`` when it has none)."""
     inner = node.get("config")
     return str(inner.get("name", "?")) if isinstance(inner, dict) else "?"
-
-
-def _is_lambda_layer(node: dict) -> bool:
-    return refused_layer_spelt(node) == "Lambda"
-
-
-class LambdaCode(NamedTuple):
-    """Python code stored in a config: a Lambda layer (``layer`` is its name) or an inline lambda
-    (``field``: the config key holding it, ``None`` for Keras's ``__lambda__`` object)."""
-
-    layer: str | None
-    field: str | None = None
-
-    def __str__(self) -> str:
-        if self.layer is not None:
-            return self.layer
-        return "<inline Python lambda>" if self.field is None else f"<Python lambda in {self.field!r}>"
-
-
-def stored_code_field(node: dict) -> str | None:
-    """The key of ``node`` whose value a deserializer loads as Python bytecode, spelt as tf-keras spells
-    one: a key ``K`` beside ``K_type`` set to ``"lambda"`` (its RNN cell wrappers' ``residual_fn`` and
-    ``dropout_state_filter_visitor``, a Lambda layer's ``function`` and ``output_shape``), whatever
-    class the node belongs to; ``None`` when it has none."""
-    for key, value in node.items():
-        if value == "lambda" and isinstance(key, str) and key.endswith("_type") and key[: -len("_type")] in node:
-            return key[: -len("_type")]
-    return None
-
-
-WRAPPER_OWN_MODULES = frozenset({"tf_keras.src.layers.rnn.cell_wrappers", "keras.src.layers.rnn.cell_wrappers"})
-"""The one module a tf-keras RNN cell wrapper's ``K_module`` may name: its own, whose namespace it merges
-into itself (a no-op)."""
-
-
-def merged_module_field(node: dict) -> tuple[str, Any] | None:
-    """A key ``K_module`` beside ``K_type`` (tf-keras's cell wrappers' spelling), naming a module other than
-    the wrapper's own, and its value: tf-keras merges that module's whole namespace (``globals().update``)
-    into its cell-wrapper module for the rest of the process. ``None`` when ``node`` has none."""
-    for key, value in node.items():
-        if isinstance(key, str) and key.endswith("_module") and f"{key[: -len('_module')]}_type" in node:
-            if value is not None and value not in WRAPPER_OWN_MODULES:
-                return key, value
-    return None
-
-
-def vocabulary_path(node: dict) -> str | None:
-    """The file a node's ``config`` names as its ``vocabulary`` (a string where a list is stored): lookup
-    layers read it from disk (or any ``gfile`` URL) when they are built; ``None`` when it names none."""
-    inner = node.get("config")
-    vocabulary = inner.get("vocabulary") if isinstance(inner, dict) else None
-    return vocabulary if isinstance(vocabulary, str) else None
-
-
-def inline_code(node: dict) -> LambdaCode | None:
-    """The Python code ``node`` itself stores outside a Lambda layer: Keras's ``__lambda__`` object, or
-    a :func:`stored_code_field`; ``None`` when it stores none."""
-    if node.get("class_name") == "__lambda__":
-        return LambdaCode(None)
-    field = stored_code_field(node)
-    return None if field is None else LambdaCode(None, field)
-
-
-def lambdas(config: Any) -> list[LambdaCode]:
-    """The Lambda layers (spelt any way, with or without a module), and the inline Python lambdas
-    outside them (:func:`inline_code`), in document order."""
-    found = []
-    for node in iter_nodes(config, descend=lambda n: not (_is_lambda_layer(n) or inline_code(n))):
-        if _is_lambda_layer(node):
-            found.append(LambdaCode(layer_name(node)))
-        elif (code := inline_code(node)) is not None:
-            found.append(code)
-    return found
 
 
 def count_listed_layers(config: Any) -> int:
@@ -196,34 +112,3 @@ def count_top_layers(config: Any) -> int | None:
         # Sequential.layers leaves out the InputLayer its config records.
         return sum(1 for layer in layers if not (isinstance(layer, dict) and layer.get("class_name") == "InputLayer"))
     return len(layers)
-
-
-FOREIGN_LAYERS = {
-    "TorchModuleWrapper": "a torch.nn.Module that Keras loads with torch.load (a pickle)",
-    "JaxLayer": "JAX functions that Keras imports and calls",
-    "FlaxLayer": "a Flax module that Keras rebuilds and calls",
-    "TFSMLayer": "a TensorFlow SavedModel whose graph Keras loads and runs",
-}
-"""Keras layers that embed code or another format, and what loading one would run."""
-
-
-class ForeignLayer(NamedTuple):
-    """A layer of :data:`FOREIGN_LAYERS` in a config: its class and its name."""
-
-    class_name: str
-    layer: str
-
-
-def foreign_layers(config: Any) -> list[ForeignLayer]:
-    """The layers that embed code or another format (:data:`FOREIGN_LAYERS`), spelt any way, in
-    document order."""
-    found = []
-    for node in named_nodes(config):
-        class_name = refused_layer_spelt(node)
-        if class_name in FOREIGN_LAYERS:
-            found.append(ForeignLayer(class_name, layer_name(node)))
-    return found
-
-
-REFUSED_LAYERS = {"Lambda": "the Python code stored in the payload", **FOREIGN_LAYERS}
-"""Every layer kind safe mode refuses under any spelling, and what loading one would run."""

@@ -1,6 +1,6 @@
 """Inert references: the classes and functions a payload names, as safe mode hands them on.
 
-The restricted unpickler (:mod:`keras_pickle._reader.safe`) never gives the
+The restricted unpickler (:mod:`keras_pickle._reader.unpickler`) never gives the
 stream a class or function it could call: it gives an :class:`InertReference`.
 Only keras_pickle's reconstructor unwraps them into the ``custom_objects`` it
 gives Keras; the checksum covers the name they were resolved from.

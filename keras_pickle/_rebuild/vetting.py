@@ -1,0 +1,134 @@
+"""Safe mode at load, before Keras builds anything: a body's custom objects and every config it holds
+judged by safe mode's policy, and Keras's own safe mode held for the whole rebuild.
+
+The rules and the decision are :mod:`keras_pickle._safe_mode`'s; :func:`globals_policy` gives it what
+the dialects know in this load (each imported Keras's registry: :mod:`keras_pickle._keras3.safe_mode`,
+:mod:`keras_pickle._tfkeras.safe_mode`; the caller's custom objects and ``allow_callbacks``), and
+:func:`dialect_resolver` how the payload's dialect resolves a config's names. :func:`vet_names` judges
+what needs no Keras (before a tf-keras payload imports tf-keras), :func:`vet_body` the rest.
+:func:`keras_safe_mode` holds Keras's safe-mode scope meanwhile, so that a process-wide
+``keras.config.enable_unsafe_deserialization()`` never weakens a safe load.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from typing import Any
+
+from keras.src.saving import serialization_lib
+
+from .. import _dialect
+from .._keras3 import safe_mode as _keras3_safe_mode
+from .._options import load_options
+from .._safe_mode import decision, judge_config, judge_names
+from .._safe_mode.decision import Candidates, GlobalsPolicy, is_keras_own, refusal
+from .._tfkeras import build as _tfkeras_build
+from .._tfkeras import classes as _tfkeras_classes
+from .._tfkeras import safe_mode as _tfkeras_safe_mode
+from .._wire import schema
+from .._wire.refs import InertReference, is_carried, unwrap
+from .._wire.reprs import bounded_repr
+from ..errors import UnsafePayloadError
+
+
+def globals_policy() -> GlobalsPolicy:
+    """Safe mode's policy for this load (:func:`keras_pickle._safe_mode.decision.policy_here`): Keras 3's
+    classes and registry, and tf-keras's where tf-keras is imported (a payload never makes safe mode
+    import it before its checks: :func:`keras_pickle._protocol.reconstruct.restore`); the caller's custom
+    objects and ``allow_callbacks`` from the enclosing ``keras_pickle.loads``."""
+    caller = _keras3_safe_mode.named_by_caller()
+    registered = _keras3_safe_mode.registered_with_keras
+    if _tfkeras_classes.is_imported():
+        caller |= _tfkeras_safe_mode.named_by_caller()
+
+        def registered(function: Any) -> bool:
+            return _keras3_safe_mode.registered_with_keras(function) or _tfkeras_safe_mode.registered_with_tf_keras(
+                function
+            )
+
+    return decision.policy_here(registered, caller, load_options().allow_callbacks)
+
+
+def dialect_resolver(table: dict[str, Any], dialect: str = _dialect.KERAS3) -> Candidates:
+    """The resolver of ``dialect`` (tf-keras's only where tf-keras is imported: nothing is imported here)."""
+    caller = load_options().custom_objects
+    if dialect == _dialect.TF_KERAS and _tfkeras_classes.is_imported():
+        return _tfkeras_safe_mode.resolver(table, caller)
+    return _keras3_safe_mode.resolver(table, caller)
+
+
+decision.provide_policy(globals_policy, dialect_resolver)
+
+
+@contextlib.contextmanager
+def keras_safe_mode(safe_mode: bool, dialect: str = _dialect.KERAS3) -> Iterator[None]:
+    """Within, when ``safe_mode``: Keras's own safe mode is on for this thread, whatever
+    ``keras.config.enable_unsafe_deserialization()`` said before (Keras's scope is thread-local and
+    is restored on exit); tf-keras's, for a tf-keras payload."""
+    if not safe_mode:
+        yield
+        return
+    if dialect == _dialect.TF_KERAS:
+        with _tfkeras_build.safe_mode_scope(True):
+            yield
+        return
+    with serialization_lib.SafeModeScope(True):
+        yield
+
+
+def vet_body(body: dict, dialect: str = _dialect.KERAS3, decoded: list | None = None) -> None:
+    """Refuse, before Keras builds anything, a body whose objects stand for what safe mode refuses.
+
+    ``body`` has passed the schema's checks (its custom objects are inert references). Every custom
+    object is judged by :func:`~keras_pickle._safe_mode.decision.refusal`, and may never be Keras's own
+    (Keras names its own); every config the body holds is judged by
+    :func:`~keras_pickle._safe_mode.configs.judge_config`, resolved as the payload's dialect resolves it.
+    ``decoded``: those configs already decoded (what :func:`vet_names` returns), else they are decoded here.
+    """
+    table = body.get("custom_objects", {})
+    policy = globals_policy()
+    for key, value in table.items():
+        obj = unwrap(value)
+        reason = refusal(obj, policy, carried=is_carried(value))
+        if reason is None and is_keras_own(obj, policy):
+            reason = "it is Keras's own, and no custom object stands for a Keras built-in class (Keras names its own)"
+        if reason is not None:
+            what = f"custom object {bounded_repr(key)} ({_qualified(obj)})"
+            raise UnsafePayloadError(f"Safe mode refused {what}: {reason}.", what=what)
+    for entry in body.get("constructed") or ():
+        cls = unwrap(entry[0]) if isinstance(entry, tuple) and entry else None
+        if isinstance(cls, type) and is_keras_own(cls, policy):
+            what = f"constructed class {_qualified(cls)}"
+            raise UnsafePayloadError(
+                f"Safe mode refused {what}: recorded constructor calls are made for user classes only.", what=what
+            )
+    candidates, name = dialect_resolver(table, dialect), _dialect.name(dialect)
+    for config in _decoded_configs(body) if decoded is None else decoded:
+        judge_config(config, policy, candidates, dialect=name)
+
+
+def vet_names(body: dict) -> list:
+    """What safe mode refuses in a checked body by name alone, before anything is imported for it
+    (a tf-keras payload's dialect included): a Lambda or foreign-format layer spelt any way, an
+    inline Python lambda, a layer that would read a file or merge a module its config names, at any
+    depth of any config it holds (:func:`~keras_pickle._safe_mode.configs.judge_names`). Returns those
+    configs decoded, for :func:`vet_body`."""
+    decoded = _decoded_configs(body)
+    for config in decoded:
+        judge_names(config)
+    return decoded
+
+
+def _decoded_configs(body: dict) -> list:
+    """Every config the body holds (the model's, held optimizers', compile objects'), decoded; never changed
+    by the judging, so one decoding serves both :func:`vet_names` and :func:`vet_body`."""
+    texts = [body["config"], *(held[1] for held in body.get("held_optimizers") or ())]
+    texts += (body.get("compile_objects") or {}).values()
+    return [schema.parse_config(text, "a config it holds") for text in texts]
+
+
+def _qualified(obj: Any) -> str:
+    if isinstance(obj, InertReference):
+        return obj.qualified_name
+    return f"{getattr(obj, '__module__', '?')}.{getattr(obj, '__qualname__', type(obj).__name__)}"

@@ -1,0 +1,26 @@
+"""Safe mode's policy: what a payload may name or make Keras build, and why, in one place. No Keras import.
+
+* :mod:`.rules`: every rule as data, each entry with its reason: the globals the stream may call, the
+  Keras base classes a payload's classes may derive from, the namespaces whose functions Keras vouches
+  for, the layers refused under any name, the layers that read a file or merge a module their config
+  names, what tf-keras's op layers may call.
+* :mod:`.decision`: the one decision, :func:`~.decision.refusal` (may a payload name this object?), and
+  :class:`~.decision.GlobalsPolicy`, the rules' classes as this process has them.
+* :mod:`.configs`: the decision applied to every node of a decoded config, under every spelling.
+* :mod:`.names`: how a name resolves, computed without running or importing anything.
+* :mod:`.calls`: the callables of the stream, each held to what numpy's own pickles do.
+
+Who asks it: the restricted unpickler (:mod:`keras_pickle._reader.unpickler`), the reconstructor's vetting
+of a body (:mod:`keras_pickle._rebuild.vetting`, with each dialect's lookups:
+:mod:`keras_pickle._keras3.safe_mode`, :mod:`keras_pickle._tfkeras.safe_mode`), and ``inspect``
+(:mod:`keras_pickle._inspect.verdict`). docs/security.md describes what it promises.
+"""
+
+from .configs import config_refusals as config_refusals
+from .configs import judge_config as judge_config
+from .configs import judge_names as judge_names
+from .decision import GlobalsPolicy as GlobalsPolicy
+from .decision import current_policy as current_policy
+from .decision import policy_here as policy_here
+from .decision import provide_policy as provide_policy
+from .decision import refusal as refusal

@@ -1,0 +1,239 @@
+"""Safe mode on a decoded Keras config: every node judged by :mod:`.rules` and :func:`.decision.refusal`.
+
+:func:`config_refusals` is what the reconstructor asks of every config a body holds (in the payload's
+dialect, with its resolver), and the inspector of the config it reads; :func:`judge_names` is the part
+that needs no resolver (nothing imported yet): the refused layers named any way, inline Python code, a
+module a cell wrapper would merge, a vocabulary file.
+"""
+
+from __future__ import annotations
+
+import types
+from collections.abc import Iterator
+from typing import Any, NamedTuple
+
+from .._wire import configs
+from .._wire.reprs import bounded_repr
+from ..errors import LambdaLayerError, UnsafePayloadError
+from .decision import KERAS_FREE_POLICY, Candidates, GlobalsPolicy, refusal
+from .names import Unresolved
+from .rules import FOREIGN_LAYERS, MODULE_MERGING, REFUSED_LAYERS, VOCABULARY_FILE, WRAPPER_OWN_MODULES
+
+
+def refused_layer_spelt(node: dict) -> str | None:
+    """The refused layer kind (``Lambda`` or one of :data:`~.rules.FOREIGN_LAYERS`) ``node`` names under any
+    of its spellings, whatever its ``module`` says (or whether it has one); ``None`` otherwise."""
+    if node.get("class_name") == "function":
+        return None
+    for name in configs.spellings(node):
+        if name in REFUSED_LAYERS:
+            return name
+    return None
+
+
+class LambdaCode(NamedTuple):
+    """Python code stored in a config: a Lambda layer (``layer`` is its name) or an inline lambda
+    (``field``: the config key holding it, ``None`` for Keras's ``__lambda__`` object)."""
+
+    layer: str | None
+    field: str | None = None
+
+    def __str__(self) -> str:
+        if self.layer is not None:
+            return self.layer
+        return "<inline Python lambda>" if self.field is None else f"<Python lambda in {self.field!r}>"
+
+
+def stored_code_field(node: dict) -> str | None:
+    """The key of ``node`` whose value a deserializer loads as Python bytecode, spelt as tf-keras spells
+    one: a key ``K`` beside ``K_type`` set to ``"lambda"`` (its RNN cell wrappers' ``residual_fn`` and
+    ``dropout_state_filter_visitor``, a Lambda layer's ``function`` and ``output_shape``), whatever
+    class the node belongs to; ``None`` when it has none."""
+    for key, value in node.items():
+        if value == "lambda" and isinstance(key, str) and key.endswith("_type") and key[: -len("_type")] in node:
+            return key[: -len("_type")]
+    return None
+
+
+def inline_code(node: dict) -> LambdaCode | None:
+    """The Python code ``node`` itself stores outside a Lambda layer: Keras's ``__lambda__`` object, or
+    a :func:`stored_code_field`; ``None`` when it stores none."""
+    if node.get("class_name") == "__lambda__":
+        return LambdaCode(None)
+    field = stored_code_field(node)
+    return None if field is None else LambdaCode(None, field)
+
+
+def lambdas(config: Any) -> list[LambdaCode]:
+    """The Lambda layers (spelt any way, with or without a module), and the inline Python lambdas
+    outside them (:func:`inline_code`), in document order."""
+    found = []
+    for node in configs.iter_nodes(config, descend=lambda n: not (_is_lambda_layer(n) or inline_code(n))):
+        if _is_lambda_layer(node):
+            found.append(LambdaCode(configs.layer_name(node)))
+        elif (code := inline_code(node)) is not None:
+            found.append(code)
+    return found
+
+
+def _is_lambda_layer(node: dict) -> bool:
+    return refused_layer_spelt(node) == "Lambda"
+
+
+class ForeignLayer(NamedTuple):
+    """A layer of :data:`~.rules.FOREIGN_LAYERS` in a config: its class and its name."""
+
+    class_name: str
+    layer: str
+
+
+def foreign_layers(config: Any) -> list[ForeignLayer]:
+    """The layers that embed code or another format, spelt any way, in document order."""
+    found = []
+    for node in configs.named_nodes(config):
+        class_name = refused_layer_spelt(node)
+        if class_name in FOREIGN_LAYERS:
+            found.append(ForeignLayer(class_name, configs.layer_name(node)))
+    return found
+
+
+def merged_module_field(node: dict) -> tuple[str, Any] | None:
+    """A key ``K_module`` beside ``K_type`` (tf-keras's cell wrappers' spelling), naming a module other than
+    the wrapper's own (:data:`~.rules.WRAPPER_OWN_MODULES`), and its value; ``None`` when ``node`` has none."""
+    for key, value in node.items():
+        if isinstance(key, str) and key.endswith("_module") and f"{key[: -len('_module')]}_type" in node:
+            if value is not None and value not in WRAPPER_OWN_MODULES:
+                return key, value
+    return None
+
+
+def vocabulary_path(node: dict) -> str | None:
+    """The file a node's ``config`` names as its ``vocabulary`` (a string where a list is stored): lookup
+    layers read it from disk (or any ``gfile`` URL) when they are built; ``None`` when it names none."""
+    inner = node.get("config")
+    vocabulary = inner.get("vocabulary") if isinstance(inner, dict) else None
+    return vocabulary if isinstance(vocabulary, str) else None
+
+
+def judge_config(config: Any, policy: GlobalsPolicy, candidates: Candidates, *, dialect: str = "Keras") -> None:
+    """Raise the first of :func:`config_refusals`: what safe mode refuses in a decoded config."""
+    for error in config_refusals(config, policy, candidates, dialect=dialect):
+        raise error
+
+
+def judge_names(config: Any, *, dialect: str = "Keras") -> None:
+    """Raise the first refusal of ``config`` by name alone, before anything is imported or resolved for it."""
+    judge_config(config, KERAS_FREE_POLICY, lambda node: (), dialect=dialect)
+
+
+def config_refusals(
+    config: Any, policy: GlobalsPolicy, candidates: Candidates, *, dialect: str = "Keras"
+) -> Iterator[UnsafePayloadError]:
+    """Every refusal of a decoded config, in document order: what it names that :func:`.decision.refusal`
+    refuses, at any depth and under any spelling (with or without ``module``, ``registered_name``, Keras's
+    legacy spellings).
+
+    Python code stored in any dict (:func:`inline_code`) is refused, and so is a module other than its
+    own a cell wrapper would merge (:func:`merged_module_field`). Every node with a string ``class_name``
+    is judged: a Lambda or foreign-format layer named any way is refused by its name first (no lookup can
+    make it safe); a string ``vocabulary`` (:func:`vocabulary_path`); then every object ``candidates``
+    says the dialect's deserializer could resolve the node to (with the payload's custom objects applied),
+    so a name that resolves through a custom object, a registered name, Keras's legacy layer namespace or
+    a module is refused wherever it leads. An error ``candidates`` raises (a module Keras would import) is
+    one of the refusals.
+    """
+    for node in configs.iter_nodes(config):
+        named = isinstance(node.get("class_name"), str)
+        kind = refused_layer_spelt(node) if named else None
+        if kind is not None:
+            yield _layer_refusal(node, kind, dialect)
+            continue
+        code = inline_code(node)
+        if code is not None:
+            what = "an inline Python lambda" if code.field is None else f"a Python lambda stored as {code.field!r}"
+            yield _trust_refusal(
+                what,
+                f"{what} in the {dialect} config: loading it would run the Python code stored in the payload",
+                LambdaLayerError,
+            )
+            continue
+        merged = merged_module_field(node)
+        if merged is not None:
+            what = f"module {bounded_repr(merged[1])}"
+            yield _trust_refusal(what, f"{what}, which the {dialect} config names as {merged[0]!r}: {MODULE_MERGING}")
+            continue
+        if not named:
+            continue
+        path = vocabulary_path(node)
+        if path is not None:
+            what = f"vocabulary file {bounded_repr(path)}"
+            yield _trust_refusal(
+                what,
+                f"the {what} of layer {bounded_repr(configs.layer_name(node))} in the {dialect} config: "
+                + VOCABULARY_FILE,
+            )
+            continue
+        try:
+            error = _candidate_refusal(node, policy, candidates, dialect)
+        except UnsafePayloadError as raised:
+            error = raised
+        if error is not None:
+            yield error
+
+
+def _candidate_refusal(
+    node: dict, policy: GlobalsPolicy, candidates: Candidates, dialect: str
+) -> UnsafePayloadError | None:
+    """The first refusal of what ``candidates`` resolves ``node`` to (see :func:`config_refusals`)."""
+    for obj, carried in candidates(node):
+        if isinstance(obj, Unresolved):
+            what = bounded_repr(obj.dotted)
+            return UnsafePayloadError(
+                f"Safe mode refused {what}, which the {dialect} config names as {_spelt(node)}: "
+                f"{dialect} would resolve it by getattr on an object whose attribute safe mode cannot "
+                "read without running code (a function's or an instance's attribute, an inherited or "
+                "lazily imported one), so it cannot judge what would be built or called.",
+                what=what,
+            )
+        if obj is None or isinstance(obj, types.ModuleType) or not callable(obj):
+            continue  # nothing Keras could build or call
+        if isinstance(obj, type) and policy.refused_bases and issubclass(obj, policy.refused_bases):
+            closest = max((b for b in policy.refused_bases if issubclass(obj, b)), key=lambda b: len(b.__mro__))
+            return _layer_refusal(node, closest.__name__, dialect, named=obj)
+        reason = refusal(obj, policy, carried=carried)
+        if reason is not None:
+            what = _qualified(obj)
+            return UnsafePayloadError(
+                f"Safe mode refused {what}, which the {dialect} config names as {_spelt(node)}: {reason}.", what=what
+            )
+    return None
+
+
+def _layer_refusal(node: dict, kind: str, dialect: str, named: Any = None) -> UnsafePayloadError:
+    layer = bounded_repr(configs.layer_name(node))
+    spelt = named.__qualname__ if isinstance(named, type) else node.get("class_name")
+    alias = "" if spelt == kind else f" (named {bounded_repr(spelt)})"
+    what = f"{kind} layer {layer}"
+    runs = REFUSED_LAYERS.get(kind, "code stored in the payload")
+    error = LambdaLayerError if kind == "Lambda" else UnsafePayloadError
+    return _trust_refusal(what, f"{what}{alias} in the {dialect} config: loading it would run {runs}", error)
+
+
+def _trust_refusal(what: str, refused: str, error: type = UnsafePayloadError) -> UnsafePayloadError:
+    """ "Safe mode refused ``refused``.", with the one way past a refusal of code the payload runs or names."""
+    return error(
+        f"Safe mode refused {refused}. If you trust the source of this payload, load it with "
+        "keras_pickle.loads(data, safe_mode=False).",
+        what=what,
+    )
+
+
+def _spelt(node: dict) -> str:
+    parts = {key: node.get(key) for key in ("module", "class_name", "registered_name") if key in node}
+    if node.get("class_name") == "function":
+        parts["config"] = node.get("config")
+    return bounded_repr(parts)
+
+
+def _qualified(obj: Any) -> str:
+    return f"{getattr(obj, '__module__', '?')}.{getattr(obj, '__qualname__', type(obj).__name__)}"
