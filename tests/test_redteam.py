@@ -482,6 +482,37 @@ def test_restore_with_state_rebuilds_a_metric_or_an_optimizer_only(marker):
         assert set(opt_in.allowed()) == allowed, "loading switched on pickling of a kind the caller did not allow"
 
 
+def test_a_format_1_payload_of_kind_loss_rebuilds_only_an_object_of_its_state_s_kind(marker):
+    """Format 1 wrote an allowed metric or optimizer as kind "loss" (tests/data/allowed/): that spelling is read
+    in format 1 only, and the object its config rebuilds must be of the state's kind."""
+    import io
+    from pathlib import Path
+
+    from keras_pickle._protocol import opt_in
+
+    class Arguments(pickle.Unpickler):  # the stored payload's reconstructor arguments, read as data
+        def find_class(self, module, name):
+            if (module, name) == ("keras_pickle._allow", "restore_with_state"):
+                return lambda *args: args
+            return super().find_class(module, name)
+
+    stored = (Path(__file__).parent / "data" / "allowed" / "v1_optimizer.pkl").read_bytes()
+    header, body, state = Arguments(io.BytesIO(stored)).load()
+    assert (header["format_version"], header["kind"], state["kind"]) == (1, "loss", "optimizers")
+    allowed = set(opt_in.allowed())
+    forged = [
+        (header, {**state, "kind": "metrics"}),  # an optimizer's config under a metric's state
+        (header, {**state, "kind": "callbacks"}),
+        ({**header, "format_version": 2}, state),  # "loss" is format 1's spelling only
+    ]
+    for forged_header, forged_state in forged:
+        data = redteam.dumps_crafted(Call(GlobalRef("keras_pickle._allow", "restore_with_state"), forged_header, body,
+                                          forged_state))  # fmt: skip
+        with pytest.raises(keras_pickle.KerasUnpicklingError, match="only a metric or an optimizer"):
+            keras_pickle.loads(data)
+        assert set(opt_in.allowed()) == allowed, "loading switched on pickling of a kind the caller did not allow"
+
+
 def _uninitialized(nbytes: int) -> Call:
     """numpy's _reconstruct of a non-empty array, with no BUILD after it: memory numpy never fills."""
     return Call(GlobalRef("numpy._core.multiarray", "_reconstruct"), GlobalRef("numpy", "ndarray"), (nbytes,), b"b")

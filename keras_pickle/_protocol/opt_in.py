@@ -30,7 +30,7 @@ from .._tfkeras import classes as _tfkeras_classes
 from .._wire.arrays import decode_array, encode_array
 from .._wire.refs import unwrap
 from .._wire.reprs import bounded_repr
-from .._wire.schema import KIND_METRIC, KIND_OPTIMIZER, RESTORE_CALLBACK, RESTORE_WITH_STATE
+from .._wire.schema import KIND_LOSS, KIND_METRIC, KIND_OPTIMIZER, RESTORE_CALLBACK, RESTORE_WITH_STATE
 from ..errors import KerasPickleError, KerasPicklingError, KerasUnpicklingError, PickleRefusedError
 from . import copy as _copy
 from .reconstruct import published_as, restore
@@ -47,6 +47,10 @@ def public_name(cls: type) -> str:
 ALLOWABLE = ("metrics", "callbacks", "optimizers")
 STATE_KIND_OF = {KIND_METRIC: "metrics", KIND_OPTIMIZER: "optimizers"}
 """The payload kinds :func:`restore_with_state` rebuilds, and the state kind each carries."""
+FORMAT_1_STATE_KINDS = ("metrics", "optimizers")
+"""What format 1 wrote as kind ``"loss"`` beside its state: an allowed metric's or optimizer's config (the
+payload kinds of their own came later in format 1, tests/data/allowed/). Such a payload rebuilds only an
+object of its state's kind (:func:`_of_kind`)."""
 _allowed: frozenset[str] = frozenset()
 # False until the user calls install(allow=...): until then, loading an
 # allowed object allows its kind, so a worker can send it back.
@@ -184,7 +188,10 @@ def restore_with_state(header, body, state):
     """
     state = _checked_state(state)
     kind = header.get("kind") if isinstance(header, dict) else None
-    if STATE_KIND_OF.get(kind) != state["kind"]:
+    expected = STATE_KIND_OF.get(kind)
+    if kind == KIND_LOSS and header.get("format_version") == 1 and state["kind"] in FORMAT_1_STATE_KINDS:
+        expected = state["kind"]  # format 1's spelling of both: the object rebuilt must be of that kind (below)
+    if expected != state["kind"]:
         # Only a metric's or an optimizer's payload carries state beside its config, of its own kind:
         # a model's attributes are never set from the stream, and a kind is never allowed on its behalf.
         raise KerasUnpicklingError(
@@ -192,6 +199,12 @@ def restore_with_state(header, body, state):
             f"{bounded_repr(kind)}; only a metric or an optimizer carries its state this way."
         )
     obj = restore(header, body)
+    if not _of_kind(obj, state["kind"]):
+        raise KerasUnpicklingError(
+            f"Corrupt keras_pickle payload: state of kind {bounded_repr(state['kind'])} for a "
+            f"{type(obj).__name__} rebuilt from a payload of kind {bounded_repr(kind)}; only a metric or an "
+            "optimizer carries its state this way."
+        )
     try:
         variables = [decode_array(e) for e in state["variables"]]
         _apply_state(obj, dict(state, variables=variables), written_backend=header.get("backend"))
@@ -205,6 +218,20 @@ def restore_with_state(header, body, state):
     if not state.get("stateless"):
         _allow_on_load(state["kind"])
     return obj
+
+
+def _of_kind(obj: Any, kind: str) -> bool:
+    """Whether ``obj`` is a metric (``kind`` ``"metrics"``) or an optimizer (``"optimizers"``) of either dialect."""
+    if kind == "metrics":
+        bases: tuple[type, ...] = (keras.metrics.Metric,)
+        if _tfkeras_classes.is_imported():
+            bases += (_tfkeras_classes.protocol_bases()["metric"],)
+        return isinstance(obj, bases)
+    if kind == "optimizers":
+        return isinstance(obj, keras.optimizers.Optimizer) or (
+            _tfkeras_classes.is_imported() and _tfkeras_classes.is_optimizer(obj)
+        )
+    return False
 
 
 def _checked_state(state: Any) -> dict:

@@ -126,3 +126,27 @@ def test_a_stored_payload_claiming_the_next_format_version_names_both_versions(n
     assert report.format_version == NEWER
     (warning,) = report.warnings
     assert "newer than this keras_pickle reads" in warning and "pip install --upgrade keras-pickle" in warning
+
+
+ALLOWED = HERE / "allowed"
+"""Objects pickled under ``install(allow=("metrics", "optimizers"))`` by format 1 as first released (commit
+9efe361, before allowed objects had payload kinds of their own: the header says ``"loss"``), written with:
+
+    keras_pickle.install(allow=("metrics", "optimizers"))
+    metric = keras.metrics.Mean(name="running"); metric.update_state([1.0, 2.0, 6.0])
+    pickle.dumps(metric, protocol=2); pickle.dumps(keras.optimizers.Adam(learning_rate=0.0125), protocol=2)
+"""
+
+
+@pytest.mark.parametrize("safe_mode", [True, False])
+def test_an_allowed_metric_and_optimizer_of_format_1_load_with_their_state(safe_mode, monkeypatch):
+    from keras_pickle._protocol import opt_in
+
+    monkeypatch.setattr(opt_in, "_allowed", opt_in._allowed)  # loading one allows its kind: not beyond this test
+    metric = keras_pickle.loads((ALLOWED / "v1_metric.pkl").read_bytes(), safe_mode=safe_mode)
+    assert isinstance(metric, keras.metrics.Mean) and metric.name == "running"
+    assert float(metric.result()) == 3.0
+    optimizer = keras_pickle.loads((ALLOWED / "v1_optimizer.pkl").read_bytes(), safe_mode=safe_mode)
+    assert isinstance(optimizer, keras.optimizers.Adam) and not optimizer.built
+    assert float(optimizer.learning_rate) == np.float32(0.0125)
+    assert keras_pickle.inspect(ALLOWED / "v1_metric.pkl").kind == "loss"
