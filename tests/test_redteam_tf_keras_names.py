@@ -193,6 +193,87 @@ def test_an_op_layer_writing_a_file_is_refused_and_writes_nothing(tmp_path):
     assert "io.write_file" in str(error) and "safe_mode=False" in str(error)
 
 
+def test_signal_processing_and_ctc_op_layers_load_in_safe_mode_bit_exact():
+    """tf.signal (framing, FFTs, STFT) and tf.nn.ctc_loss compute on the tensors they are given: their op layers
+    load (they were once refused, their modules missing from the allow-list). tf.signal.rfft itself is no op
+    layer tf-keras can trace (it reads its input's shape as a constant), but a config may name it."""
+    tf_keras.utils.set_random_seed(0)
+    inputs = tf_keras.Input((32,))
+    frames = tf.signal.frame(tf.signal.fftshift(inputs), frame_length=8, frame_step=4)
+    power = tf.abs(tf.signal.stft(inputs, frame_length=16, frame_step=8, fft_length=16))
+    x = tf.concat([tf_keras.layers.Flatten()(frames), tf_keras.layers.Flatten()(power)], axis=1)
+    spectral = tf_keras.Model(inputs, tf_keras.layers.Dense(2)(x))
+    logits, labels = tf_keras.Input((6, 5)), tf_keras.Input((3,), dtype="int32")
+    label_length, logit_length = tf_keras.Input((), dtype="int32"), tf_keras.Input((), dtype="int32")
+    loss = tf.nn.ctc_loss(labels, logits, label_length, logit_length, logits_time_major=False, blank_index=-1)
+    ctc = tf_keras.Model([logits, labels, label_length, logit_length], loss)
+    rng = np.random.default_rng(0)
+    cases = [
+        (spectral, rng.standard_normal((3, 32)).astype("float32")),
+        (ctc, [rng.standard_normal((2, 6, 5)).astype("float32"), np.array([[1, 2, 1], [3, 0, 0]], "int32"),
+               np.array([3, 1], "int32"), np.array([6, 6], "int32")]),
+    ]  # fmt: skip
+    for model, x in cases:
+        kinds = {type(layer).__name__ for layer in model.layers}
+        assert "TFOpLambda" in kinds, kinds
+        data = keras_pickle.dumps(model)
+        assert not keras_pickle.inspect(data).safe_mode_refuses
+        loaded = keras_pickle.loads(data)
+        assert np.array_equal(loaded.predict(x, verbose=0), model.predict(x, verbose=0))
+    for name in ("signal.rfft", "signal.irfft", "signal.stft", "signal.inverse_stft", "signal.frame", "nn.ctc_loss",
+                 "nn.ctc_greedy_decoder", "nn.ctc_beam_search_decoder"):  # fmt: skip
+        assert not refusals(op_layer(name)), name
+
+
+FILE_OR_RESOURCE = {"memory_region_name", "filename", "filenames", "file_pattern", "path", "container", "shared_name"}
+"""Arguments of a TensorFlow function that name a file or a resource shared beyond the tensors it is given."""
+
+
+def test_every_tensorflow_symbol_naming_a_file_or_a_shared_resource_is_refused_in_an_op_layer():
+    """Generated from every TensorFlow API symbol defined in an allowed module of tensor computations: one that
+    takes a file or a shared resource by name (raw_ops.ImmutableConst memory-maps a file) is refused."""
+    import inspect
+
+    from keras_pickle._safe_mode.rules import TENSOR_OP_MODULES
+
+    named = []
+    for name, function in tf_symbols().items():
+        if getattr(function, "__module__", None) not in TENSOR_OP_MODULES:
+            continue
+        try:
+            parameters = set(inspect.signature(function).parameters)
+        except (TypeError, ValueError):
+            continue
+        if parameters & FILE_OR_RESOURCE:
+            named.append(name)
+    assert "raw_ops.ImmutableConst" in named, named
+    passed = [name for name in sorted(named) if not refusals(op_layer(name))]
+    assert not passed, f"op layers may call {len(passed)} functions naming a file or a resource: {passed}"
+
+
+def test_an_op_layer_memory_mapping_a_file_is_refused_and_reads_nothing(tmp_path):
+    """tf-keras calls an op layer's function with its input first, which a raw op (keyword arguments only) rejects,
+    so ImmutableConst does not run today; safe mode refuses it before tf-keras is asked."""
+    tf_keras.utils.set_random_seed(0)
+    inputs = tf_keras.Input((4,))
+    model = tf_keras.Model(inputs, tf.math.add(inputs, 1.0))
+    header, body = redteam.payload_parts(model)
+    region = tmp_path / "region.bin"
+    region.write_bytes(bytes(16))
+
+    def edit(config):
+        for layer in config["config"]["layers"]:
+            if layer["class_name"] == "TFOpLambda":
+                layer["config"]["function"] = "raw_ops.ImmutableConst"
+                kwargs = {"shape": [4], "memory_region_name": str(region)}
+                layer["inbound_nodes"] = [["_CONSTANT_VALUE", -1, "float32", kwargs]]
+
+    data = redteam.craft(header, redteam.edit_config(body, edit))
+    error = assert_refused(data, tmp_path / "m")
+    assert "raw_ops.ImmutableConst" in str(error) and "memory-maps" in str(error)
+    assert keras_pickle.inspect(data).safe_mode_refuses
+
+
 @pytest.mark.parametrize(
     "layer",
     [

@@ -21,7 +21,7 @@ from .._wire import configs
 from .._wire.reprs import bounded_repr
 from .._wire.schema import DIALECT_KERAS3, DIALECT_TF_KERAS
 from ..errors import UnsafePayloadError
-from .rules import KERAS3_IMPORTS, OP_LAYERS_MODULE, TENSOR_OP_MODULES
+from .rules import KERAS3_IMPORTS, OP_LAYERS_MODULE, REFUSED_TENSOR_OPS, TENSOR_OP_MODULES
 
 
 def static_path(dotted: str) -> Any:
@@ -190,12 +190,14 @@ def public_symbol(api_name: Any) -> Any:
 
 def tensor_op_refusal(function: Any) -> str | None:
     """Why an op layer may not call ``function`` (a TensorFlow API symbol, its decorators unwrapped); ``None``
-    if it is a tensor computation: a function of :data:`~.rules.TENSOR_OP_MODULES`."""
+    if it is a tensor computation: a function of :data:`~.rules.TENSOR_OP_MODULES` that
+    :data:`~.rules.REFUSED_TENSOR_OPS` does not list."""
     decorator = sys.modules.get("tensorflow.python.util.tf_decorator")
     target = decorator.unwrap(function)[1] if decorator is not None else function
     if not (isinstance(target, types.FunctionType) and target.__module__ in TENSOR_OP_MODULES):
         return "a TensorFlow function that is not a tensor computation"
-    return None
+    refused = REFUSED_TENSOR_OPS.get((target.__module__, target.__name__))
+    return None if refused is None else f"a TensorFlow function that acts outside the tensors it is given ({refused})"
 
 
 def op_layer_calls(layers: list[tuple[str, str]], node: dict) -> Iterator[tuple[Any, bool]]:

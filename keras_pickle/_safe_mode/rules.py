@@ -202,9 +202,10 @@ TENSOR_OP_MODULES: dict[str, str] = {
          "arrays"),
         (("math_ops", "gen_math_ops", "special_math_ops", "gen_special_math_ops", "clip_ops", "sort_ops",
           "gen_bitwise_ops", "histogram_ops", "bincount_ops", "gen_count_ops", "check_ops"), "math"),
-        (("nn_ops", "gen_nn_ops", "nn_impl", "embedding_ops"), "neural-network ops"),
+        (("nn_ops", "gen_nn_ops", "nn_impl", "embedding_ops", "ctc_ops"), "neural-network ops, CTC included"),
         (("linalg_ops", "gen_linalg_ops", "linalg.linalg_impl"), "linear algebra"),
-        (("gen_spectral_ops",), "FFTs"),
+        (("gen_spectral_ops", "signal.fft_ops", "signal.spectral_ops", "signal.shape_ops"),
+         "signal processing: FFTs, STFT and MDCT, framing"),
         (("string_ops", "gen_string_ops"), "strings"),
         (("image_ops_impl", "gen_image_ops"), "images"),
         (("random_ops", "gen_random_ops", "stateless_random_ops", "gen_stateless_random_ops",
@@ -222,3 +223,12 @@ TENSOR_OP_MODULES: dict[str, str] = {
 safe mode. An allow-list: a TensorFlow function defined anywhere else (file and ``gfile`` I/O, ``tf.print``'s
 output streams, ``py_function``, ``load_op_library``, ``saved_model``, summaries, lookup-table initializers
 that read files, resource and collective ops, ``tf.data``) is refused."""
+
+REFUSED_TENSOR_OPS: dict[tuple[str, str], str] = {
+    ("tensorflow.python.ops.gen_array_ops", "immutable_const"): "it memory-maps the file its arguments name",
+    ("tensorflow.python.ops.gen_sparse_ops", "add_sparse_to_tensors_map"): "it writes to a shared resource",
+    ("tensorflow.python.ops.gen_sparse_ops", "add_many_sparse_to_tensors_map"): "it writes to a shared resource",
+    ("tensorflow.python.ops.gen_sparse_ops", "take_many_sparse_from_tensors_map"): "it reads a shared resource",
+}
+"""The functions of :data:`TENSOR_OP_MODULES` that act outside the tensors they are given, by (module, name):
+refused like any function outside them (``raw_ops.ImmutableConst`` reads a file by memory mapping)."""
