@@ -153,6 +153,69 @@ def test_a_lambda_in_a_compile_config_and_a_held_optimizer_config_is_refused(mar
 
 
 # --------------------------------------------------------------------------
+# Fields that name a file or a module: refused where Keras would act on them, not in a user's config
+# --------------------------------------------------------------------------
+
+
+def test_a_custom_layer_whose_config_holds_a_vocabulary_string_and_module_keys_loads():
+    """``vocabulary``, ``K_type`` and ``K_module`` are what Keras's lookup layers and tf-keras's cell wrappers
+    act on; in another class's config they are that class's plain values (once refused in every node)."""
+    keras.utils.set_random_seed(0)
+    layer = allowlist_objects.Annotated(vocabulary="english.txt", scale_module="os", name="annotated")
+    model = keras.Sequential([keras.Input((3,)), layer, keras.layers.Dense(1)])
+    data = keras_pickle.dumps(model)
+    assert not keras_pickle.inspect(data).safe_mode_refuses
+    loaded = keras_pickle.loads(data)
+    again = loaded.get_layer("annotated")
+    assert (again.vocabulary, again.scale_type, again.scale_module) == ("english.txt", "function", "os")
+    x = np.ones((2, 3), "float32")
+    assert np.array_equal(loaded.predict(x, verbose=0), model.predict(x, verbose=0))
+
+
+@pytest.mark.parametrize(
+    "layer, table",
+    [
+        ({"class_name": "StringLookup", "config": {"name": "v", "vocabulary": "{path}"}}, {}),
+        ({"module": "keras.layers", "class_name": "IntegerLookup", "config": {"name": "v", "vocabulary": "{path}"}},
+         {}),
+        ({"class_name": "TextVectorization", "config": {"name": "v", "vocabulary": "{path}"}}, {}),
+        ({"class_name": "Renamed", "config": {"name": "v", "vocabulary": "{path}"}},
+         {"Renamed": GlobalRef("allowlist_objects", "MyLookup")}),
+        ({"class_name": "BytePairTokenizer", "config": {"name": "v", "vocabulary": {}, "merges": "{path}"}}, {}),
+        ({"class_name": "SentencePieceTokenizer", "config": {"name": "v", "proto": "{path}"}}, {}),
+    ],
+    ids=["StringLookup", "IntegerLookup", "TextVectorization", "a subclass, renamed", "merges", "proto"],
+)  # fmt: skip
+def test_a_layer_reading_a_file_its_config_names_is_refused_however_named(marker, tmp_path, layer, table):
+    secret = tmp_path / "secret.txt"
+    secret.write_text("root:x:0:0\n")
+    layer = json.loads(json.dumps(layer).replace("{path}", str(secret)))
+    header, body = sequential_parts()
+
+    def edit(config):
+        redteam.layer_configs(config)[-1] = layer
+
+    error = assert_refused(redteam.craft(header, {**redteam.edit_config(body, edit), "custom_objects": table}), marker)
+    assert "secret.txt" in str(error) and "file" in str(error)
+
+
+def test_a_kerashub_tokenizer_subclass_reading_a_file_is_refused(marker, tmp_path):
+    keras_hub = pytest.importorskip("keras_hub")
+    secret = tmp_path / "vocab.json"
+    secret.write_text("{}")
+    header, body = sequential_parts()
+    module = keras_hub.models.GPT2Tokenizer.__module__
+    layer = {"module": module, "class_name": "GPT2Tokenizer", "config": {"name": "t", "vocabulary": str(secret)}}
+
+    def edit(config):
+        redteam.layer_configs(config)[-1] = layer
+
+    table = {"GPT2Tokenizer": GlobalRef(module, "GPT2Tokenizer")}
+    error = assert_refused(redteam.craft(header, {**redteam.edit_config(body, edit), "custom_objects": table}), marker)
+    assert "vocab.json" in str(error)
+
+
+# --------------------------------------------------------------------------
 # The documented ways to allow a function: each followed as the error says
 # --------------------------------------------------------------------------
 

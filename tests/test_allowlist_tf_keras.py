@@ -164,3 +164,49 @@ def test_a_function_reached_through_a_dotted_name_in_an_imported_module_is_refus
 
     error = assert_refused(redteam.craft(header, redteam.edit_config(body, edit)), tmp_path / "m")
     assert "pipepager" in str(error)
+
+
+# --------------------------------------------------------------------------
+# Fields that name a file or a module: refused where tf-keras acts on them, not in a user's config
+# --------------------------------------------------------------------------
+
+
+def test_a_custom_layer_whose_config_holds_a_vocabulary_string_and_module_keys_loads():
+    """A user's layer with ``vocabulary``, ``K_type`` and ``K_module`` keys in its config (once refused in every
+    node): only tf-keras's lookup layers read a vocabulary file, only its cell wrappers merge a module."""
+    import tf_keras_models
+
+    tf_keras.utils.set_random_seed(0)
+    layer = tf_keras_models.Annotated(vocabulary="english.txt", scale_module="os", name="annotated")
+    model = tf_keras.Sequential([tf_keras.Input((3,)), layer, tf_keras.layers.Dense(1)])
+    data = keras_pickle.dumps(model)
+    assert not keras_pickle.inspect(data).safe_mode_refuses
+    loaded = keras_pickle.loads(data)
+    again = loaded.get_layer("annotated")
+    assert (again.vocabulary, again.scale_type, again.scale_module) == ("english.txt", "function", "os")
+    x = np.ones((2, 3), "float32")
+    assert np.array_equal(loaded.predict(x, verbose=0), model.predict(x, verbose=0))
+
+
+def test_a_subclass_of_a_lookup_layer_reading_a_file_is_refused_under_any_name(tmp_path, parts):
+    import tf_keras_models  # noqa: F401  (the loading process has the user's module imported)
+
+    secret = tmp_path / "secret.txt"
+    secret.write_text("root:x:0:0\n")
+    layer = {"class_name": "Renamed", "config": {"name": "v", "vocabulary": str(secret)}}
+    error = assert_refused(
+        with_last_layer(parts, layer, {"Renamed": GlobalRef("tf_keras_models", "MyLookup")}), tmp_path / "m"
+    )
+    assert "secret.txt" in str(error)
+
+
+def test_a_subclass_of_a_cell_wrapper_merging_a_module_is_refused_under_any_name(tmp_path, parts):
+    import tf_keras_models  # noqa: F401
+
+    cell = {"class_name": "SimpleRNNCell", "config": {"name": "c", "units": 3}}
+    wrapped = {"cell": cell, "residual_fn": None, "residual_fn_type": "function", "residual_fn_module": "os"}
+    rnn = {"class_name": "RNN", "config": {"name": "r", "cell": {"class_name": "Mine", "config": wrapped}}}
+    error = assert_refused(
+        with_last_layer(parts, rnn, {"Mine": GlobalRef("tf_keras_models", "MyResidualWrapper")}), tmp_path / "m"
+    )
+    assert "'os'" in str(error)

@@ -33,6 +33,30 @@ class Gate(tf_keras.layers.Layer):
         return {**super().get_config(), "units": self.units}
 
 
+class Annotated(tf_keras.layers.Layer):
+    """A custom layer whose config holds a string ``vocabulary`` (a name, no file) and ``K_type`` / ``K_module``
+    keys: safe mode refuses such fields only where tf-keras reads a file or merges a module from them."""
+
+    def __init__(self, vocabulary="english", scale_type="function", scale_module="my_lab.scales", **kwargs):
+        super().__init__(**kwargs)
+        self.vocabulary, self.scale_type, self.scale_module = vocabulary, scale_type, scale_module
+
+    def call(self, x):
+        return x * 2.0
+
+    def get_config(self):
+        own = {"vocabulary": self.vocabulary, "scale_type": self.scale_type, "scale_module": self.scale_module}
+        return {**super().get_config(), **own}
+
+
+class MyLookup(tf_keras.layers.StringLookup):
+    """A user's subclass of a layer that reads a file its ``vocabulary`` names."""
+
+
+class MyResidualWrapper(tf_keras.src.layers.rnn.cell_wrappers.ResidualWrapper):
+    """A user's subclass of tf-keras's ResidualWrapper, whose from_config merges the module its config names."""
+
+
 class Classifier(tf_keras.Model):
     """A subclassed model (no get_config): a custom layer, seeded Dropout, BatchNormalization."""
 

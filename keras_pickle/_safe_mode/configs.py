@@ -2,8 +2,8 @@
 
 :func:`config_refusals` is what the reconstructor asks of every config a body holds (in the payload's
 dialect, with its resolver), and the inspector of the config it reads; :func:`judge_names` is the part
-that needs no resolver (nothing imported yet): the refused layers named any way, inline Python code, a
-module a cell wrapper would merge, a vocabulary file.
+that needs no resolver (nothing imported yet): the refused layers named any way, inline Python code, and
+the layers that read a file or merge a module, by name.
 """
 
 from __future__ import annotations
@@ -17,7 +17,15 @@ from .._wire.reprs import bounded_repr
 from ..errors import LambdaLayerError, UnsafePayloadError
 from .decision import KERAS_FREE_POLICY, Candidates, GlobalsPolicy, refusal
 from .names import Unresolved
-from .rules import FOREIGN_LAYERS, MODULE_MERGING, REFUSED_LAYERS, VOCABULARY_FILE, WRAPPER_OWN_MODULES
+from .rules import (
+    FILE_READING,
+    FILE_READING_LAYERS,
+    FOREIGN_LAYERS,
+    MODULE_MERGING,
+    MODULE_MERGING_LAYERS,
+    REFUSED_LAYERS,
+    WRAPPER_OWN_MODULES,
+)
 
 
 def refused_layer_spelt(node: dict) -> str | None:
@@ -97,22 +105,35 @@ def foreign_layers(config: Any) -> list[ForeignLayer]:
     return found
 
 
-def merged_module_field(node: dict) -> tuple[str, Any] | None:
-    """A key ``K_module`` beside ``K_type`` (tf-keras's cell wrappers' spelling), naming a module other than
-    the wrapper's own (:data:`~.rules.WRAPPER_OWN_MODULES`), and its value; ``None`` when ``node`` has none."""
-    for key, value in node.items():
-        if isinstance(key, str) and key.endswith("_module") and f"{key[: -len('_module')]}_type" in node:
+def merged_module(inner: dict) -> tuple[str, Any] | None:
+    """A key ``K_module`` beside ``K_type`` in a cell wrapper's config ``inner``, naming a module other than
+    the wrapper's own, and its value (:data:`~.rules.MODULE_MERGING_LAYERS`); ``None`` when it has none."""
+    for key, value in inner.items():
+        if isinstance(key, str) and key.endswith("_module") and f"{key[: -len('_module')]}_type" in inner:
             if value is not None and value not in WRAPPER_OWN_MODULES:
                 return key, value
     return None
 
 
-def vocabulary_path(node: dict) -> str | None:
-    """The file a node's ``config`` names as its ``vocabulary`` (a string where a list is stored): lookup
-    layers read it from disk (or any ``gfile`` URL) when they are built; ``None`` when it names none."""
+def _field_refusal(node: dict, merges: bool, fields: Any, dialect: str) -> UnsafePayloadError | None:
+    """The refusal of ``node``'s config where the layer it builds merges a module it names (``merges``) or
+    reads a file named by one of ``fields`` holding a string; ``None`` otherwise."""
     inner = node.get("config")
-    vocabulary = inner.get("vocabulary") if isinstance(inner, dict) else None
-    return vocabulary if isinstance(vocabulary, str) else None
+    if not isinstance(inner, dict) or inline_code(inner) is not None:
+        return None  # the code it stores is refused first, where the walk reaches it
+    merged = merged_module(inner) if merges else None
+    if merged is not None:
+        what = f"module {bounded_repr(merged[1])}"
+        return _trust_refusal(what, f"{what}, which the {dialect} config names as {merged[0]!r}: {MODULE_MERGING}")
+    for field in fields:
+        if isinstance(inner.get(field), str):
+            what = f"{field} file {bounded_repr(inner[field])}"
+            return _trust_refusal(
+                what,
+                f"the {what} of layer {bounded_repr(configs.layer_name(node))} in the {dialect} config: "
+                + FILE_READING.format(field=field),
+            )
+    return None
 
 
 def judge_config(config: Any, policy: GlobalsPolicy, candidates: Candidates, *, dialect: str = "Keras") -> None:
@@ -133,14 +154,14 @@ def config_refusals(
     refuses, at any depth and under any spelling (with or without ``module``, ``registered_name``, Keras's
     legacy spellings).
 
-    Python code stored in any dict (:func:`inline_code`) is refused, and so is a module other than its
-    own a cell wrapper would merge (:func:`merged_module_field`). Every node with a string ``class_name``
-    is judged: a Lambda or foreign-format layer named any way is refused by its name first (no lookup can
-    make it safe); a string ``vocabulary`` (:func:`vocabulary_path`); then every object ``candidates``
-    says the dialect's deserializer could resolve the node to (with the payload's custom objects applied),
-    so a name that resolves through a custom object, a registered name, Keras's legacy layer namespace or
-    a module is refused wherever it leads. An error ``candidates`` raises (a module Keras would import) is
-    one of the refusals.
+    Python code stored in any dict (:func:`inline_code`) is refused. Every node with a string
+    ``class_name`` is judged: a Lambda or foreign-format layer named any way is refused by its name first
+    (no lookup can make it safe); a cell wrapper's merged module and a string a file-reading layer would
+    open, by name; then every object ``candidates`` says the dialect's deserializer could resolve the node
+    to (with the payload's custom objects applied), so a name that resolves through a custom object, a
+    registered name, Keras's legacy layer namespace or a module is refused wherever it leads, and the
+    subclasses of the refused, file-reading and module-merging layers are held to their rules. An error
+    ``candidates`` raises (a module Keras would import) is one of the refusals.
     """
     for node in configs.iter_nodes(config):
         named = isinstance(node.get("class_name"), str)
@@ -157,21 +178,13 @@ def config_refusals(
                 LambdaLayerError,
             )
             continue
-        merged = merged_module_field(node)
-        if merged is not None:
-            what = f"module {bounded_repr(merged[1])}"
-            yield _trust_refusal(what, f"{what}, which the {dialect} config names as {merged[0]!r}: {MODULE_MERGING}")
-            continue
         if not named:
             continue
-        path = vocabulary_path(node)
-        if path is not None:
-            what = f"vocabulary file {bounded_repr(path)}"
-            yield _trust_refusal(
-                what,
-                f"the {what} of layer {bounded_repr(configs.layer_name(node))} in the {dialect} config: "
-                + VOCABULARY_FILE,
-            )
+        spelt = configs.spellings(node)
+        fields = [field for name in spelt for field in FILE_READING_LAYERS.get(name, ())]
+        error = _field_refusal(node, any(name in MODULE_MERGING_LAYERS for name in spelt), fields, dialect)
+        if error is not None:
+            yield error
             continue
         try:
             error = _candidate_refusal(node, policy, candidates, dialect)
@@ -197,9 +210,15 @@ def _candidate_refusal(
             )
         if obj is None or isinstance(obj, types.ModuleType) or not callable(obj):
             continue  # nothing Keras could build or call
-        if isinstance(obj, type) and policy.refused_bases and issubclass(obj, policy.refused_bases):
-            closest = max((b for b in policy.refused_bases if issubclass(obj, b)), key=lambda b: len(b.__mro__))
-            return _layer_refusal(node, closest.__name__, dialect, named=obj)
+        if isinstance(obj, type):
+            if policy.refused_bases and issubclass(obj, policy.refused_bases):
+                closest = max((b for b in policy.refused_bases if issubclass(obj, b)), key=lambda b: len(b.__mro__))
+                return _layer_refusal(node, closest.__name__, dialect, named=obj)
+            merges = bool(policy.module_merging) and issubclass(obj, policy.module_merging)
+            fields = [field for cls, own in policy.file_reading if issubclass(obj, cls) for field in own]
+            error = _field_refusal(node, merges, fields, dialect)
+            if error is not None:
+                return error
         reason = refusal(obj, policy, carried=carried)
         if reason is not None:
             what = _qualified(obj)

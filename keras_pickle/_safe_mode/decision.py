@@ -28,7 +28,11 @@ from .rules import (
     CALLABLE_GLOBALS,
     CALLBACK_BASES,
     EXPECTED_CALL_PREFIXES,
+    FILE_READING_HOMES,
+    FILE_READING_LAYERS,
     KERAS_PACKAGES,
+    MODULE_MERGING_HOMES,
+    MODULE_MERGING_LAYERS,
     NEVER_VOUCHED,
     RECORD_CLASSES,
     REFUSED_LAYER_HOMES,
@@ -68,7 +72,9 @@ class GlobalsPolicy:
     ``keras.saving.register_keras_serializable``. ``named_by_caller``: ``id()`` of the objects the
     loading code named itself (``custom_objects=``, a ``custom_object_scope`` it holds): always allowed.
     ``callback_bases``: callbacks, which act on files by design: refused unless ``allow_callbacks``,
-    ``record_classes`` aside (``History``: plain records).
+    ``record_classes`` aside (``History``: plain records). ``file_reading``: classes that read a file a
+    string in their config names, with those fields; ``module_merging``: tf-keras's cell wrappers, which
+    merge a module their config names into their own (:mod:`.configs` judges both).
     """
 
     allowed_bases: tuple[type, ...]
@@ -79,6 +85,8 @@ class GlobalsPolicy:
     record_classes: tuple[type, ...] = ()
     allow_callbacks: bool = False
     own_packages: tuple[str, ...] = KERAS_PACKAGES
+    file_reading: tuple[tuple[type, tuple[str, ...]], ...] = ()
+    module_merging: tuple[type, ...] = ()
 
 
 def _classes(paths: Iterable[str]) -> tuple[type, ...]:
@@ -96,6 +104,7 @@ def policy_here(
     def vouched(function: Any) -> bool:
         return id(function) in exported or registered(function)
 
+    file_reading = named_classes(FILE_READING_LAYERS, FILE_READING_HOMES)
     return GlobalsPolicy(
         allowed_bases=_classes(ALLOWED_BASES),
         refused_bases=tuple(named_classes(REFUSED_LAYERS, REFUSED_LAYER_HOMES)),
@@ -104,6 +113,8 @@ def policy_here(
         callback_bases=_classes(CALLBACK_BASES),
         record_classes=_classes(RECORD_CLASSES),
         allow_callbacks=allow_callbacks,
+        file_reading=tuple((cls, FILE_READING_LAYERS[name]) for cls, name in file_reading.items()),
+        module_merging=tuple(named_classes(MODULE_MERGING_LAYERS, MODULE_MERGING_HOMES)),
     )
 
 

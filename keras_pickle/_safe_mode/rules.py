@@ -165,17 +165,46 @@ STORED_CODE = "the Python code stored in the payload"
 beside ``K_type`` set to ``"lambda"`` (tf-keras's cell wrappers' and Lambda's spelling), whatever class
 holds it."""
 
-VOCABULARY_FILE = (
-    "the layer would read that path (a local file or any URL its file system reaches) when it is built, a vocabulary "
+FILE_READING_LAYERS: dict[str, tuple[str, ...]] = {
+    "IndexLookup": ("vocabulary",),
+    "StringLookup": ("vocabulary",),
+    "IntegerLookup": ("vocabulary",),
+    "TextVectorization": ("vocabulary",),
+    "WordPieceTokenizer": ("vocabulary",),
+    "BytePairTokenizer": ("vocabulary", "merges"),
+    "SentencePieceTokenizer": ("proto",),
+}
+"""Layers that read a file (a local path or any URL their file system reaches) when a field of their config
+holds a string, and those fields: Keras's and tf-keras's lookup layers and ``TextVectorization`` (through
+``set_vocabulary``), KerasHub's tokenizers. Refused by name and for every subclass; any other class's string
+field is the class's own business (Keras 3's and KerasHub's own safe mode, which keras_pickle holds, refuse
+these files too; tf-keras's does not)."""
+
+FILE_READING_HOMES = (
+    "keras.layers",
+    "keras.src.layers.preprocessing.index_lookup",
+    "keras_hub.tokenizers",
+    "tf_keras.layers",
+    "tf_keras.src.layers.preprocessing.index_lookup",
+)
+"""Where the classes of :data:`FILE_READING_LAYERS` are looked up."""
+
+FILE_READING = (
+    "the layer would read that path (a local file or any URL its file system reaches) when it is built, a {field} "
     "file outside of the model archive (Keras's own safe mode refuses it too)"
 )
-"""Why a string ``vocabulary`` in a layer's config is refused: lookup layers read it from disk (or any ``gfile``
-URL) when they are built."""
+
+MODULE_MERGING_LAYERS = ("DropoutWrapper", "ResidualWrapper", "_RNNCellWrapper", "_RNNCellWrapperV1")
+"""tf-keras's RNN cell wrappers (by name, and their base classes for every subclass): their ``from_config``
+merges the module a ``K_module`` key (beside ``K_type``: ``dropout_fn_module``, ``residual_fn_module``) names,
+its whole namespace (``globals().update``), into tf-keras's cell-wrapper module for the rest of the process.
+Keras 3 has no such code; a ``K_module`` key in any other class's config is that class's own business."""
+
+MODULE_MERGING_HOMES = ("tf_keras.src.layers.rnn.cell_wrappers", "tf_keras.src.layers.rnn.legacy_cell_wrappers")
 
 WRAPPER_OWN_MODULES = frozenset({"tf_keras.src.layers.rnn.cell_wrappers", "keras.src.layers.rnn.cell_wrappers"})
-"""The one module a tf-keras RNN cell wrapper's ``K_module`` (beside ``K_type``) may name: its own, whose namespace
-it merges into itself (a no-op). Any other module's whole namespace (``globals().update``) would be merged into
-its cell-wrapper module for the rest of the process."""
+"""The one module a cell wrapper's ``K_module`` may name: its own, whose namespace it merges into itself
+(a no-op; a load with ``safe_mode=False`` may have written it)."""
 
 MODULE_MERGING = (
     "tf-keras would merge that module's whole namespace into its RNN cell-wrapper module for the rest of the process"
