@@ -288,6 +288,112 @@ def test_inspect_imports_nothing_the_payload_names(tmp_path, monkeypatch):
         sys.modules.pop(module, None)
 
 
+# --------------------------------------------------------------------------
+# Safe mode's verdict: one policy, asked by inspect and by loads
+# --------------------------------------------------------------------------
+
+
+def tf_keras_payloads(tmp_path) -> dict[str, tuple[bytes, bool]]:
+    """tf-keras payloads naming what safe mode judges beyond a class (op layers' TensorFlow symbols, dotted names,
+    a cell wrapper's module, a vocabulary file), each with whether safe mode refuses it."""
+    import redteam
+    import tensorflow as tf
+    import tf_keras
+
+    tf_keras.utils.set_random_seed(0)
+    inputs = tf_keras.Input((8,))
+    spectrum = tf.abs(tf.signal.stft(inputs, frame_length=4, frame_step=4, fft_length=4))
+    model = tf_keras.Model(inputs, tf_keras.layers.Dense(2)(tf_keras.layers.Flatten()(spectrum)))
+    model.compile(optimizer="adam", loss="mse")
+    header, body = redteam.payload_parts(model)
+
+    def edited(edit) -> bytes:
+        return redteam.craft(header, redteam.edit_config(body, edit))
+
+    def op_layer(function: str, kwargs: dict | None = None):
+        def edit(config):
+            layer = next(layer for layer in config["config"]["layers"] if layer["class_name"] == "TFOpLambda")
+            layer["config"]["function"] = function
+            if kwargs is not None:
+                layer["inbound_nodes"] = [["_CONSTANT_VALUE", -1, "float32", kwargs]]
+
+        return edited(edit)
+
+    def last_layer(layer: dict):
+        def edit(config):
+            config["config"]["layers"][-1] = {**layer, "inbound_nodes": config["config"]["layers"][-1]["inbound_nodes"]}
+
+        return edited(edit)
+
+    cell = {"class_name": "SimpleRNNCell", "config": {"name": "c", "units": 3}}
+    wrapper = {"cell": cell, "residual_fn": None, "residual_fn_type": "function", "residual_fn_module": "os"}
+    dotted = {"module": "tempfile", "class_name": "function", "config": "mkdtemp.__call__"}
+    return {
+        "tf.signal.stft": (keras_pickle.dumps(model), False),
+        "io.write_file": (op_layer("io.write_file", {"contents": "import os"}), True),
+        "raw_ops.ImmutableConst": (op_layer("raw_ops.ImmutableConst", {"shape": [2], "memory_region_name": "x"}), True),
+        "dotted name": (edited(lambda c: c["compile_config"].__setitem__("steps_per_execution", dotted)), True),
+        "cell wrapper": (last_layer({"class_name": "RNN", "config": {"name": "r", "cell": {
+            "class_name": "ResidualWrapper", "config": wrapper}}}), True),
+        "vocabulary": (last_layer({"class_name": "StringLookup", "config": {"name": "v", "vocabulary": "/x"}}), True),
+    }  # fmt: skip
+
+
+@pytest.mark.tf_keras
+def test_inspect_and_loads_agree_on_what_a_tf_keras_payload_names(tmp_path):
+    """Where keras_pickle's Keras level is loaded, inspect asks the same policy and resolver as loads: the same
+    refusals, of the same things."""
+    for name, (data, refused) in tf_keras_payloads(tmp_path).items():
+        report = keras_pickle.inspect(data)
+        try:
+            keras_pickle.loads(data)
+        except keras_pickle.UnsafePayloadError as error:
+            assert refused, f"{name}: {error}"
+            assert any(error.what in warning for warning in report.warnings), (name, error.what, report.warnings)
+        else:
+            assert not refused, name
+        assert bool(report.safe_mode_refuses) == refused, (name, report.warnings)
+
+
+KERAS_FREE_VERDICTS = """
+import json, sys
+import tempfile  # noqa: F401  (a module any process has imported)
+if sys.argv[1] == "with TensorFlow":
+    import tensorflow  # noqa: F401
+import keras_pickle
+
+verdicts = {}
+for path in sys.argv[2:]:
+    report = keras_pickle.inspect(path)
+    judged_there = [w for w in report.warnings if "judges it where the payload loads" in w]
+    verdicts[path.rsplit("/", 1)[-1]] = [bool(report.safe_mode_refuses), bool(judged_there)]
+loaded = sorted(m for m in sys.modules if m.split(".")[0] == "tf_keras" or m.startswith("keras_pickle._rebuild"))
+print(json.dumps({"verdicts": verdicts, "loaded": loaded}))
+"""
+
+
+@pytest.mark.tf_keras
+def test_a_keras_free_inspect_judges_tf_keras_names_as_loads_does_where_it_can_resolve_them(tmp_path):
+    """Without keras_pickle's Keras level, inspect still asks safe mode's policy: a dotted name in an imported
+    module is refused as loads refuses it; what an op layer calls is judged where TensorFlow is imported, and
+    said to be judged where the payload loads where it is not (never reported as allowed)."""
+    payloads = tf_keras_payloads(tmp_path)
+    paths = []
+    for index, (data, _) in enumerate(payloads.values()):
+        paths.append(tmp_path / f"{index}.pkl")
+        paths[-1].write_bytes(data)
+    for tensorflow in ("without TensorFlow", "with TensorFlow"):
+        found = json.loads(run_python(KERAS_FREE_VERDICTS, tensorflow, *map(str, paths)).strip().splitlines()[-1])
+        assert found["loaded"] == [], found["loaded"]  # neither tf-keras nor keras_pickle's Keras level
+        verdicts = {name: found["verdicts"][f"{index}.pkl"] for index, name in enumerate(payloads)}
+        for name in ("dotted name", "cell wrapper", "vocabulary"):
+            assert verdicts[name][0], (tensorflow, name, verdicts[name])  # beside the model's own op layers
+        for name in ("tf.signal.stft", "io.write_file", "raw_ops.ImmutableConst"):
+            refused = payloads[name][1]
+            expected = [False, True] if tensorflow == "without TensorFlow" else [refused, False]
+            assert verdicts[name] == expected, (tensorflow, name, verdicts[name])
+
+
 class Gadget:
     def __init__(self, function, *args):
         self.function, self.args = function, args

@@ -8,8 +8,10 @@ under every spelling, with the payload's custom objects applied. Where keras_pic
 in this process, the policy and the dialect's resolver are the ones ``keras_pickle.loads`` uses here
 (:func:`~keras_pickle._safe_mode.decision.current_policy`), so the verdict is loads'. Otherwise the policy
 is :data:`~keras_pickle._safe_mode.decision.KERAS_FREE_POLICY` (it decides the same for everything but
-Keras's classes and functions, which only a process with Keras can tell apart). A name in a module this
-process has not imported is judged where it loads: the report says so.
+Keras's classes and functions, which only a process with Keras can tell apart), and config names are
+resolved as the payload's dialect resolves them in what this process has imported: a module's names and
+dotted names, and what a tf-keras op layer calls where TensorFlow is imported. A name in a module this
+process has not imported (TensorFlow's, for an op layer) is judged where it loads: the report says so.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from .._safe_mode.decision import KERAS_FREE_POLICY, current_policy, is_stdlib, 
 from .._safe_mode.rules import CALLABLE_GLOBALS, KERAS_PACKAGES
 from .._wire import configs
 from .._wire.refs import InertReference, qualified_name
-from .._wire.schema import BY_VALUE
+from .._wire.schema import BY_VALUE, DIALECT_NAMES, DIALECT_TF_KERAS
 from ..errors import UnsafePayloadError
 from .values import Call, Global, short
 
@@ -73,9 +75,13 @@ def judge(globals_named: list[tuple[str, str]], custom: Any, config: Any, dialec
             elif is_stdlib(value.module):
                 verdict.refusals.append(f"custom object {short(key)} names the standard library's {named}")
     resolved = {key: obj for key, obj in ((k, _resolved(v)) for k, v in table.items()) if obj is not None}
-    candidates = loaded[1](resolved, dialect) if loaded else (lambda node: _candidates(node, resolved))
-    for error in config_refusals(config, policy, candidates):
+    candidates = loaded[1](resolved, dialect) if loaded else (lambda node: _candidates(node, resolved, dialect))
+    unjudged: list[str] = []
+    for error in config_refusals(config, policy, candidates, dialect=DIALECT_NAMES.get(dialect, "Keras"),
+                                 unjudged=unjudged):  # fmt: skip
         verdict.refusals.append(str(error).removeprefix("Safe mode refused ").rstrip("."))
+    for description in dict.fromkeys(unjudged):
+        verdict.flagged.append(f"the config names {short(description)}: safe mode judges it where the payload loads")
     return verdict
 
 
@@ -89,10 +95,18 @@ def _resolved(value: Any) -> Any:
         return None
 
 
-def _candidates(node: dict, resolved: dict[str, Any]) -> Iterator[tuple[Any, bool]]:
-    for name in configs.spellings(node):
-        if name in resolved:
-            yield resolved[name], False
+def _candidates(node: dict, resolved: dict[str, Any], dialect: str) -> Iterator[tuple[Any, bool]]:
+    """What the payload's dialect could resolve ``node`` to, as far as this process (without keras_pickle's
+    Keras level) can tell without importing: the payload's custom objects; for tf-keras, which resolves a
+    name in any module, the names and dotted names of a module other than Keras's own (judged where Keras
+    is loaded), and what an op layer calls."""
+    yield from ((resolved[name], False) for name in configs.spellings(node) if name in resolved)
+    if dialect != DIALECT_TF_KERAS:
+        return
+    module = names.imported_module(node.get("module"), dialect)
+    if module is not None and package_of(module) not in KERAS_PACKAGES:
+        yield from names.module_candidates(node, dialect, missing="unjudged")
+    yield from names.op_layer_calls(names.op_layer_spelt(node), node)
 
 
 def carried_name(value: Any) -> str | None:

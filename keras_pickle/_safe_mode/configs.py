@@ -16,7 +16,7 @@ from .._wire import configs
 from .._wire.reprs import bounded_repr
 from ..errors import LambdaLayerError, UnsafePayloadError
 from .decision import KERAS_FREE_POLICY, Candidates, GlobalsPolicy, refusal
-from .names import Unresolved
+from .names import Unjudged, Unresolved
 from .rules import (
     FILE_READING,
     FILE_READING_LAYERS,
@@ -148,7 +148,12 @@ def judge_names(config: Any, *, dialect: str = "Keras") -> None:
 
 
 def config_refusals(
-    config: Any, policy: GlobalsPolicy, candidates: Candidates, *, dialect: str = "Keras"
+    config: Any,
+    policy: GlobalsPolicy,
+    candidates: Candidates,
+    *,
+    dialect: str = "Keras",
+    unjudged: list[str] | None = None,
 ) -> Iterator[UnsafePayloadError]:
     """Every refusal of a decoded config, in document order: what it names that :func:`.decision.refusal`
     refuses, at any depth and under any spelling (with or without ``module``, ``registered_name``, Keras's
@@ -161,7 +166,8 @@ def config_refusals(
     to (with the payload's custom objects applied), so a name that resolves through a custom object, a
     registered name, Keras's legacy layer namespace or a module is refused wherever it leads, and the
     subclasses of the refused, file-reading and module-merging layers are held to their rules. An error
-    ``candidates`` raises (a module Keras would import) is one of the refusals.
+    ``candidates`` raises (a module Keras would import) is one of the refusals. ``unjudged``: where the
+    inspector collects what ``candidates`` could not look up here (:class:`~.names.Unjudged`).
     """
     for node in configs.iter_nodes(config):
         named = isinstance(node.get("class_name"), str)
@@ -187,7 +193,7 @@ def config_refusals(
             yield error
             continue
         try:
-            error = _candidate_refusal(node, policy, candidates, dialect)
+            error = _candidate_refusal(node, policy, candidates, dialect, unjudged)
         except UnsafePayloadError as raised:
             error = raised
         if error is not None:
@@ -195,10 +201,19 @@ def config_refusals(
 
 
 def _candidate_refusal(
-    node: dict, policy: GlobalsPolicy, candidates: Candidates, dialect: str
+    node: dict, policy: GlobalsPolicy, candidates: Candidates, dialect: str, unjudged: list[str] | None
 ) -> UnsafePayloadError | None:
     """The first refusal of what ``candidates`` resolves ``node`` to (see :func:`config_refusals`)."""
     for obj, carried in candidates(node):
+        if isinstance(obj, Unjudged) and unjudged is not None:
+            unjudged.append(obj.description)
+            continue
+        if isinstance(obj, Unjudged):
+            return UnsafePayloadError(
+                f"Safe mode refused {obj.description}, which the {dialect} config names as {_spelt(node)}: "
+                "it cannot be judged here without importing, and safe mode never imports.",
+                what=obj.description,
+            )
         if isinstance(obj, Unresolved):
             what = bounded_repr(obj.dotted)
             return UnsafePayloadError(

@@ -6,7 +6,8 @@ restricted unpickler resolves it; :func:`dotted_attribute`, ``"a.b"`` in a modul
 it; :func:`module_candidates`, what a config node's ``module`` makes a dialect's deserializer find;
 :func:`op_layer_calls`, what a tf-keras op layer would call; :func:`static_path` and
 :func:`named_classes`, the classes :mod:`.rules` names. What cannot be known without running code is
-:class:`Unresolved` (refused).
+:class:`Unresolved` (refused); what this process cannot look up without importing is :class:`Unjudged`
+(only the Keras-free inspector meets it: judged where the payload loads).
 """
 
 from __future__ import annotations
@@ -15,13 +16,13 @@ import inspect
 import sys
 import types
 from collections.abc import Iterable, Iterator
-from typing import Any
+from typing import Any, NamedTuple
 
 from .._wire import configs
 from .._wire.reprs import bounded_repr
 from .._wire.schema import DIALECT_KERAS3, DIALECT_TF_KERAS
 from ..errors import UnsafePayloadError
-from .rules import KERAS3_IMPORTS, OP_LAYERS_MODULE, REFUSED_TENSOR_OPS, TENSOR_OP_MODULES
+from .rules import KERAS3_IMPORTS, OP_LAYERS, OP_LAYERS_MODULE, REFUSED_TENSOR_OPS, TENSOR_OP_MODULES
 
 
 def static_path(dotted: str) -> Any:
@@ -99,6 +100,13 @@ class Unresolved:
         return f"Unresolved({self.dotted!r})"
 
 
+class Unjudged(NamedTuple):
+    """What this process cannot look up without importing (a module, TensorFlow): the Keras-free inspector
+    reports it as judged where the payload loads; anything else that meets it refuses."""
+
+    description: str
+
+
 def dotted_attribute(namespace: dict, dotted: str) -> Any:
     """What ``getattr(namespace[a], b)`` reaches for ``dotted`` = ``"a.b"``, as tf-keras resolves a dotted
     name in a module, computed without running anything; :class:`Unresolved` where that cannot be known.
@@ -143,10 +151,11 @@ _NOT_IMPORTED = {
 }
 
 
-def module_candidates(node: dict, dialect: str) -> Iterator[tuple[Any, bool]]:
+def module_candidates(node: dict, dialect: str, *, missing: str = "refuse") -> Iterator[tuple[Any, bool]]:
     """What ``node``'s ``module`` makes the dialect's deserializer find there, each spelling and each dotted
     name (:func:`dotted_attribute`), with ``False`` (the payload carries none of it). A module it would import
-    raises :class:`UnsafePayloadError`: safe mode never imports."""
+    raises :class:`UnsafePayloadError` (``missing="refuse"``: safe mode never imports) or yields
+    :class:`Unjudged` (``missing="unjudged"``, the Keras-free inspector's view of a process that may have it)."""
     name = imported_module(node.get("module"), dialect)
     if name is None:
         return
@@ -154,6 +163,9 @@ def module_candidates(node: dict, dialect: str) -> Iterator[tuple[Any, bool]]:
     loaded = sys.modules.get(name)
     if loaded is None:
         what = f"{node['module']}.{names[0] if names else '?'}"
+        if missing != "refuse":
+            yield Unjudged(f"{bounded_repr(what)}, in a module this process has not imported"), False
+            return
         message = _NOT_IMPORTED[dialect].format(what=bounded_repr(what), module=bounded_repr(node["module"]))
         raise UnsafePayloadError(message, what=what)
     for spelt in names:
@@ -165,6 +177,8 @@ def module_candidates(node: dict, dialect: str) -> Iterator[tuple[Any, bool]]:
 # --------------------------------------------------------------------------
 # tf-keras's op layers
 # --------------------------------------------------------------------------
+
+_OP_KIND = {"SlicingOpLambda": "TFOpLambda", "InstanceMethod": "InstanceProperty"}
 
 
 def op_layer_kinds(classes: Iterable[type]) -> list[tuple[str, str]]:
@@ -181,11 +195,21 @@ def op_layer_kinds(classes: Iterable[type]) -> list[tuple[str, str]]:
     ]
 
 
+def op_layer_spelt(node: dict) -> list[tuple[str, str]]:
+    """``(name, kind)`` for each op layer of :data:`~.rules.OP_LAYERS` ``node`` names by one of its spellings:
+    the Keras-free inspector's view (:func:`op_layer_kinds` judges the classes tf-keras would build)."""
+    return [(name, _OP_KIND.get(name, name)) for name in configs.spellings(node) if name in OP_LAYERS]
+
+
 def public_symbol(api_name: Any) -> Any:
     """TensorFlow's API symbol ``api_name`` (``"math.add"``), as tf-keras's op layers find it; ``None`` where
-    it names none or TensorFlow is not imported."""
+    it names none; :class:`Unjudged` where TensorFlow is not imported."""
+    if not isinstance(api_name, str):
+        return None
     from_tf = sys.modules.get("tensorflow.python.util.tf_export")
-    return None if from_tf is None or not isinstance(api_name, str) else from_tf.get_symbol_from_name(api_name)
+    if from_tf is None:
+        return Unjudged(f"TensorFlow's {bounded_repr(api_name)}, TensorFlow not being imported here")
+    return from_tf.get_symbol_from_name(api_name)
 
 
 def tensor_op_refusal(function: Any) -> str | None:
@@ -201,7 +225,7 @@ def tensor_op_refusal(function: Any) -> str | None:
 
 
 def op_layer_calls(layers: list[tuple[str, str]], node: dict) -> Iterator[tuple[Any, bool]]:
-    """What tf-keras op layers (``(name, kind)``, from :func:`op_layer_kinds`) call by
+    """What tf-keras op layers (``(name, kind)``, from :func:`op_layer_kinds` or :func:`op_layer_spelt`) call by
     a name ``node``'s config stores: ``TFOpLambda`` (and ``SlicingOpLambda``) a TensorFlow symbol,
     ``ClassMethod`` a class method of one, ``InstanceProperty`` and ``InstanceMethod`` an attribute of the
     tensor they are called on. Only a tensor computation (:func:`tensor_op_refusal`) or a public tensor
@@ -214,6 +238,9 @@ def op_layer_calls(layers: list[tuple[str, str]], node: dict) -> Iterator[tuple[
             owner = public_symbol(inner.get("cls_symbol"))
             method = inner.get("method_name")
             spelt = f"{inner.get('cls_symbol')}.{method}"
+            if isinstance(owner, Unjudged):
+                yield owner, False  # judged where TensorFlow is imported
+                continue
             if owner is None:
                 continue  # tf-keras finds no class and fails
             found = vars(owner).get(method) if isinstance(owner, type) and isinstance(method, str) else None
@@ -225,6 +252,9 @@ def op_layer_calls(layers: list[tuple[str, str]], node: dict) -> Iterator[tuple[
             if isinstance(attribute, str) and attribute.isidentifier() and not attribute.startswith("_"):
                 continue
             raise _op_refusal(name, attribute, "an attribute of a tensor that is not public")
+        if isinstance(function, Unjudged):
+            yield function, False  # judged where TensorFlow is imported
+            continue
         if function is None:
             continue  # tf-keras finds nothing to call and fails
         refused = tensor_op_refusal(function)
