@@ -17,7 +17,7 @@ import keras
 import numpy as np
 import pytest
 from test_format import Forged, reduced
-from test_format_spec import RESTORE, STORED, Call, assert_valid, read, to_json
+from test_format_spec import RESTORE, RESTORE_WITH_STATE, STORED, Call, assert_valid, read, to_json
 
 import keras_pickle
 from keras_pickle._keras3 import names
@@ -29,10 +29,10 @@ _V3_FIELDS = ("metric_variables", "held_optimizers", "constructed", "compile_cal
 
 
 def restore_calls(value: Any) -> list[tuple[dict, dict]]:
-    """``(header, body)`` of every ``restore`` call in a stream read without running it, as Python values."""
+    """``(header, body)`` of every ``restore`` (or ``restore_with_state``) call in a stream read without running it."""
     found = []
     if isinstance(value, Call):
-        if value.name == RESTORE:
+        if value.name in (RESTORE, RESTORE_WITH_STATE):
             found.append(value.args[:2])
         found += restore_calls(value.args) + restore_calls(value.state)
     elif isinstance(value, (list, tuple)):

@@ -17,8 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from .._safe_mode.decision import expected_call
-from .._safe_mode.rules import CODECS_ENCODE
+from .._safe_mode import CODECS_ENCODE, expected_call
 from .._wire.reprs import shorten
 from .._wire.schema import RESTORE, RESTORE_WITH_STATE
 from ..errors import NotAPayloadError

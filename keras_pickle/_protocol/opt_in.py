@@ -27,10 +27,11 @@ from .._capture import payload as _capture_payload
 from .._keras3 import backend as _backend
 from .._rebuild import state as _rebuild_state
 from .._tfkeras import classes as _tfkeras_classes
+from .._wire import upgrade
 from .._wire.arrays import decode_array, encode_array
 from .._wire.refs import unwrap
 from .._wire.reprs import bounded_repr
-from .._wire.schema import KIND_LOSS, KIND_METRIC, KIND_OPTIMIZER, RESTORE_CALLBACK, RESTORE_WITH_STATE
+from .._wire.schema import KIND_METRIC, KIND_OPTIMIZER, RESTORE_CALLBACK, RESTORE_WITH_STATE
 from ..errors import KerasPickleError, KerasPicklingError, KerasUnpicklingError, PickleRefusedError
 from . import copy as _copy
 from .reconstruct import published_as, restore
@@ -47,10 +48,6 @@ def public_name(cls: type) -> str:
 ALLOWABLE = ("metrics", "callbacks", "optimizers")
 STATE_KIND_OF = {KIND_METRIC: "metrics", KIND_OPTIMIZER: "optimizers"}
 """The payload kinds :func:`restore_with_state` rebuilds, and the state kind each carries."""
-FORMAT_1_STATE_KINDS = ("metrics", "optimizers")
-"""What format 1 wrote as kind ``"loss"`` beside its state: an allowed metric's or optimizer's config (the
-payload kinds of their own came later in format 1, tests/data/allowed/). Such a payload rebuilds only an
-object of its state's kind (:func:`_of_kind`)."""
 _allowed: frozenset[str] = frozenset()
 # False until the user calls install(allow=...): until then, loading an
 # allowed object allows its kind, so a worker can send it back.
@@ -187,10 +184,8 @@ def restore_with_state(header, body, state):
     and the state must be plain data (:func:`_checked_state`).
     """
     state = _checked_state(state)
-    kind = header.get("kind") if isinstance(header, dict) else None
+    kind = upgrade.state_payload_kind(header, state["kind"]) if isinstance(header, dict) else None
     expected = STATE_KIND_OF.get(kind)
-    if kind == KIND_LOSS and header.get("format_version") == 1 and state["kind"] in FORMAT_1_STATE_KINDS:
-        expected = state["kind"]  # format 1's spelling of both: the object rebuilt must be of that kind (below)
     if expected != state["kind"]:
         # Only a metric's or an optimizer's payload carries state beside its config, of its own kind:
         # a model's attributes are never set from the stream, and a kind is never allowed on its behalf.

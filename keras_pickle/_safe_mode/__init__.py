@@ -21,6 +21,8 @@ from .configs import judge_config as judge_config
 from .configs import judge_names as judge_names
 from .decision import GlobalsPolicy as GlobalsPolicy
 from .decision import current_policy as current_policy
+from .decision import expected_call as expected_call
 from .decision import policy_here as policy_here
 from .decision import provide_policy as provide_policy
 from .decision import refusal as refusal
+from .rules import CODECS_ENCODE as CODECS_ENCODE

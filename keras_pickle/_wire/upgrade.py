@@ -29,7 +29,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from .body_sections import positional_place
-from .schema import DIALECT_KERAS3, KIND_LAYER
+from .schema import DIALECT_KERAS3, KIND_LAYER, KIND_LOSS, KIND_METRIC, KIND_OPTIMIZER
 
 
 def to_current(header: dict, body: dict) -> tuple[dict, dict]:
@@ -39,6 +39,21 @@ def to_current(header: dict, body: dict) -> tuple[dict, dict]:
     for step in _STEPS[header["format_version"] - 1 :]:
         header, body = step(header, body)
     return header, body
+
+
+FORMAT_1_STATE_KINDS = {"metrics": KIND_METRIC, "optimizers": KIND_OPTIMIZER}
+"""What format 1 wrote as payload kind ``"loss"`` beside a ``restore_with_state`` state of these kinds: an
+allowed metric's or optimizer's config (their own payload kinds came later in format 1, tests/data/allowed/)."""
+
+
+def state_payload_kind(header: dict, state_kind: object) -> object:
+    """The payload kind of ``header`` as the current format spells it, for a ``restore_with_state`` call whose
+    state is of kind ``state_kind``: format 1's ``"loss"`` beside a metric's or optimizer's state is that
+    kind's own; any other header's ``kind`` as written (``restore_with_state`` judges it)."""
+    kind = header.get("kind")
+    if kind == KIND_LOSS and header.get("format_version") == 1 and state_kind in FORMAT_1_STATE_KINDS:
+        return FORMAT_1_STATE_KINDS[state_kind]
+    return kind
 
 
 def _from_v1(header: dict, body: dict) -> tuple[dict, dict]:
