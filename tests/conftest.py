@@ -14,7 +14,9 @@ import keras_pickle  # noqa: E402
 
 @pytest.fixture(autouse=True)
 def installed():
-    """Every test starts with keras_pickle installed; tests may uninstall it."""
+    """Every test starts with keras_pickle installed; tests may uninstall it. What a test opted in to
+    (``install(allow=...)``, or a callback payload loaded with ``allow_callbacks=True``) ends with it."""
     keras_pickle.install()
     yield
+    keras_pickle.uninstall()
     keras_pickle.install()
