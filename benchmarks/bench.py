@@ -153,7 +153,7 @@ WALKERS = (("keras_pickle._keras3.names", "_walk_layers"), ("keras_pickle._captu
 
 def dumps_phases(subject: Subject, repeat: int) -> dict:
     """keras_pickle's out-of-band dumps and its phases, each called on its own."""
-    from keras_pickle._capture import config, custom_objects, payload, state
+    from keras_pickle._capture import config, custom_objects, gather_state, payload
 
     model = subject.model
     common.use(KP)
@@ -161,7 +161,7 @@ def dumps_phases(subject: Subject, repeat: int) -> dict:
     phases = {
         "config_of": lambda: config.config_of(model),
         "custom objects": lambda: custom_objects.collect(model_config, [model]),
-        "state capture": lambda: state.capture(model),
+        "state capture": lambda: gather_state.capture(model),
         "pickle payload": lambda: pickle.dumps(body, protocol=5, buffer_callback=[].append),
     }
     contenders = [Contender("total", KP, lambda: common.dumps(model), subject.payload_check(KP))]
@@ -560,7 +560,7 @@ def print_all(results: dict, repeat: int) -> None:
         [{**r, **share} for r, share in zip(results["dumps_phases"], shares)],
         "model=model, total=total_s, " + ", ".join(f"{p}={p}" for p in phases) + ", Keras serialize=keras_serialize_s",
         "each phase called on its own (keras_pickle._capture: config.config_of, custom_objects.collect, "
-        "state.capture, pickle.dumps of payload.layer_payload's); other = total - the four",
+        "gather_state.capture, pickle.dumps of payload.layer_payload's); other = total - the four",
     )
     rows = []
     for r in floors["loads"]:

@@ -20,8 +20,8 @@ from ._reader.prescan import check_lengths, describe_bytes, foreign_format, peek
 from ._rebuild.vetting import globals_policy
 from ._wire import damage as _damage
 from ._wire import stream_root
+from ._wire.joined_stream import JoinedStream
 from ._wire.reprs import shorten
-from ._wire.stream import JoinedStream
 from .errors import (
     CustomObjectLoadError,
     KerasPickleError,

@@ -3,7 +3,7 @@
 ``pickle`` passes a reducer nothing but the protocol. Three questions still
 need an answer: is cloudpickle the pickler (it writes classes that no import
 can reach by value, where plain pickle fails), which operation is this
-(:mod:`keras_pickle._protocol.stream`), and does the pickler store numpy
+(:mod:`keras_pickle._protocol.written_models`), and does the pickler store numpy
 arrays its own way (joblib: :func:`array_store`). Both are read off the call stack: a
 pure-Python pickler (joblib's, dill's, ``pickle._Pickler``) or a pickler
 subclass with Python methods (cloudpickle's ``Pickler.dump``) has a frame

@@ -179,7 +179,7 @@ def test_help_and_usage_errors_answer_before_keras_or_a_backend_is_imported(tmp_
 
 
 def test_every_key_of_inspect_json_is_documented_in_the_guide():
-    from keras_pickle._inspect.report import JSON_KEYS
+    from keras_pickle._inspect.payload_info import JSON_KEYS
 
     guide = (REPO_DIR / "docs" / "guide.md").read_text()
     start = guide.index("With `--json`, `inspect` prints")

@@ -12,7 +12,7 @@ import zoo
 from helpers import assert_same_state
 
 import keras_pickle
-from keras_pickle._wire.stream import JoinedStream
+from keras_pickle._wire.joined_stream import JoinedStream
 
 pytestmark = pytest.mark.backends  # tests/run_all.py runs this file on every backend
 

@@ -23,7 +23,7 @@ from ..errors import KerasPickleError, KerasPicklingError, PickleRefusedError, U
 from . import checks as _dump_checks
 from . import config as _config
 from . import custom_objects as _custom_objects
-from . import state as _capture_state
+from . import gather_state as _capture_state
 from .array_store import wire_data
 
 KIND_LAYER, KIND_LOSS, KIND_METRIC, KIND_OPTIMIZER = (

@@ -43,7 +43,7 @@ from ..errors import KerasPickleError, NotAPayloadError
 from .describe import describe
 from .machine import Stream, evaluate
 from .opening import Input, opened
-from .report import PayloadInfo as PayloadInfo
+from .payload_info import PayloadInfo as PayloadInfo
 from .values import Call, some
 
 

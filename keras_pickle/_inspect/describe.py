@@ -28,7 +28,7 @@ from ..errors import KerasPickleError, ResourceLimitError
 from . import verdict
 from .machine import Stream
 from .names import constructed_names, custom_object_names, registered_name
-from .report import PayloadInfo
+from .payload_info import PayloadInfo
 from .values import Blob, Call, Global, OutOfBand, describe_argument, describe_callable, short, some
 
 

@@ -7,7 +7,7 @@ rebuilt from its config may create them in another order than the original
 did: a Dense quantized to float8 after it was built holds its kernel before
 its scales, one built under a float8 policy (as Keras's own load does too) its
 scales first. Variables are matched to saved values by key whatever the order
-(:mod:`keras_pickle._rebuild.state`); this puts each layer's lists back in the
+(:mod:`keras_pickle._rebuild.assign_state`); this puts each layer's lists back in the
 saved order, so that the copy's ``get_weights()`` lines up with the original's.
 """
 

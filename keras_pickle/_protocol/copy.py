@@ -26,8 +26,8 @@ from .._capture import payload as _capture_payload
 from .._keras3 import construct as _construct
 from .._keras3 import records as _records
 from .._keras3 import weight_decay as _weight_decay
+from .._rebuild import assign_state as _rebuild_state
 from .._rebuild import build as _build
-from .._rebuild import state as _rebuild_state
 from .._tfkeras import build as _tfkeras_build
 from ..errors import KerasPicklingError, StateMismatchError
 from . import attribute_copy as _attribute_copy

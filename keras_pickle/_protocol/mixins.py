@@ -21,7 +21,7 @@ from .._keras3 import records as _records
 from ..errors import PickleRefusedError
 from . import copy as _copy
 from . import opt_in as _opt_in
-from . import stream as _stream
+from . import written_models as _written_models
 from .reconstruct import part_of, restore
 
 PROTOCOL_ATTRS = ("__reduce_ex__", "__reduce__", "__deepcopy__", "__copy__")
@@ -80,7 +80,7 @@ class LayerPickleMixin:
 
 def _reduce_layer(layer: Any, protocol: int) -> tuple:
     reduced = restore, _capture_payload.layer_payload(layer, protocol)
-    _stream.note_pickled(layer)
+    _written_models.note_pickled(layer)
     # Its optimizer and metrics, pickled after it in the same stream, come back as its own: recorded now
     # as well as at compile(), so that a model compiled before install() is no exception.
     _records.record_owned_parts(layer)
@@ -166,7 +166,7 @@ def _refusal(why: str, instead: str, kind: str) -> tuple[Callable, Callable]:
         if allowed and not (kind == "optimizers" and getattr(obj, "built", False)):
             return _opt_in.allowed_reduce(obj, kind, protocol)
         owned = _records.owner(obj)
-        if owned is not None and _stream.pickled_before(owned[0]) and carried_whole(kind, obj, owned):
+        if owned is not None and _written_models.pickled_before(owned[0]) and carried_whole(kind, obj, owned):
             return part_of, owned
         if allowed:
             return _opt_in.allowed_reduce(obj, kind, protocol)

@@ -25,7 +25,7 @@ from keras.src.api_export import get_name_from_symbol
 from .. import _options
 from .._capture import payload as _capture_payload
 from .._keras3 import backend as _backend
-from .._rebuild import state as _rebuild_state
+from .._rebuild import assign_state as _rebuild_state
 from .._tfkeras import classes as _tfkeras_classes
 from .._wire import upgrade
 from .._wire.arrays import decode_array, encode_array

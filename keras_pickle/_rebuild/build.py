@@ -22,7 +22,7 @@ from .._keras3.census import Census
 from .._keras3.state import Blueprint
 from .._safe_mode import judge_names
 from ..errors import KerasPickleError, KerasUnpicklingError
-from . import state as _rebuild_state
+from . import assign_state as _rebuild_state
 
 
 @contextlib.contextmanager

@@ -70,7 +70,7 @@ def __getstate__(self):
     state = _original("__getstate__")(self)
     if isinstance(state, dict) and "model_" in state:
         # The fitted model first: an optimizer or metric instance among the parameters is the
-        # model's own, and pickles as "that model's" only after the model (see keras_pickle._protocol.stream).
+        # model's own, and pickles as "that model's" only after the model (see keras_pickle._protocol.written_models).
         state = {"model_": state["model_"], **state}
     if not isinstance(state, dict) or not any(key in state for key in _DERIVED):
         return state
