@@ -20,7 +20,7 @@ import pytest
 from helpers import run_python
 
 from keras_pickle._keras3 import convert as _convert
-from keras_pickle._rebuild import state as _rebuild_state
+from keras_pickle._rebuild import assign_state as _rebuild_state
 from keras_pickle.errors import BackendConversionError, StateMismatchError
 
 BACKENDS = ("tensorflow", "jax", "torch")

@@ -334,7 +334,7 @@ def test_custom_object_that_cannot_be_found_fails_at_dump_time():
 
 
 def test_dtype_mismatch_is_reported_not_cast():
-    from keras_pickle._rebuild import state as _rebuild_state
+    from keras_pickle._rebuild import assign_state as _rebuild_state
 
     variable = keras.Variable(np.zeros((2,), "float32"))
     with pytest.raises(keras_pickle.StateMismatchError, match="dtype float64 in the payload but float32"):

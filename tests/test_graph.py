@@ -70,7 +70,7 @@ def test_nodes_come_from_recorded_specs_and_match_a_traced_rebuild(build, after_
 
 def test_specs_that_do_not_fit_the_payload_fall_back_to_tracing(monkeypatch):
     """A graph whose wired variables disagree with the payload is rebuilt by tracing, and loads right."""
-    from keras_pickle._rebuild import state as _rebuild_state
+    from keras_pickle._rebuild import assign_state as _rebuild_state
 
     model = masked_model()
     data = pickle.dumps(model)

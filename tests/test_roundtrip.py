@@ -85,8 +85,8 @@ def test_compiled_but_untrained_model_keeps_its_optimizer_unbuilt():
 
 def test_state_of_an_unbuilt_optimizer_goes_to_its_variables_in_a_built_one():
     """If the rebuilt optimizer is built anyway, the saved variables find their counterparts by name."""
-    from keras_pickle._capture import state as _capture_state
-    from keras_pickle._rebuild import state as _rebuild_state
+    from keras_pickle._capture import gather_state as _capture_state
+    from keras_pickle._rebuild import assign_state as _rebuild_state
 
     model = untrained_with_loss_scaling()
     state = _capture_state.capture(model)
