@@ -157,19 +157,62 @@ def test_a_lambda_in_a_compile_config_and_a_held_optimizer_config_is_refused(mar
 # --------------------------------------------------------------------------
 
 
-def test_a_custom_layer_whose_config_holds_a_vocabulary_string_and_module_keys_loads():
-    """``vocabulary``, ``K_type`` and ``K_module`` are what Keras's lookup layers and tf-keras's cell wrappers
-    act on; in another class's config they are that class's plain values (once refused in every node)."""
+def test_a_custom_layer_whose_config_holds_a_vocabulary_string_and_module_keys_is_refused_and_the_advice_loads_it():
+    """``vocabulary`` (a file field) and ``K_module`` beside ``K_type`` are refused in every config node, whatever
+    the class: no table of classes knows every layer that opens one. A user's layer that holds them as plain
+    values is refused too, by loads and inspect alike, and the refusal's advice (safe_mode=False) loads it."""
     keras.utils.set_random_seed(0)
     layer = allowlist_objects.Annotated(vocabulary="english.txt", scale_module="os", name="annotated")
     model = keras.Sequential([keras.Input((3,)), layer, keras.layers.Dense(1)])
     data = keras_pickle.dumps(model)
-    assert not keras_pickle.inspect(data).safe_mode_refuses
-    loaded = keras_pickle.loads(data)
+    assert keras_pickle.inspect(data).safe_mode_refuses
+    with pytest.raises(keras_pickle.UnsafePayloadError, match=r"keras_pickle\.loads\(data, safe_mode=False\)"):
+        keras_pickle.loads(data)
+    loaded = keras_pickle.loads(data, safe_mode=False)
     again = loaded.get_layer("annotated")
     assert (again.vocabulary, again.scale_type, again.scale_module) == ("english.txt", "function", "os")
     x = np.ones((2, 3), "float32")
     assert np.array_equal(loaded.predict(x, verbose=0), model.predict(x, verbose=0))
+
+
+@pytest.mark.parametrize("field", sorted(rules.FILE_FIELDS))
+def test_a_file_field_is_refused_in_any_layer_whatever_its_class(marker, tmp_path, field):
+    """Every file field, in the config of a layer no table lists (a Dense): refused by loads and inspect."""
+    secret = tmp_path / "secret.txt"
+    secret.write_text("root:x:0:0\n")
+    header, body = sequential_parts()
+
+    def edit(config):
+        redteam.layer_configs(config)[-1]["config"][field] = str(secret)
+
+    error = assert_refused(redteam.craft(header, redteam.edit_config(body, edit)), marker)
+    assert "secret.txt" in str(error) and field in str(error)
+
+
+@pytest.mark.parametrize(
+    "tokenizer, field",
+    [
+        ("PARSeqTokenizer", "vocabulary"),
+        ("WhisperTokenizer", "special_tokens"),
+        ("WhisperTokenizer", "language_tokens"),
+    ],
+)
+def test_kerashub_tokenizers_that_open_a_field_without_a_safe_mode_check_of_their_own_are_refused(
+    marker, tmp_path, tokenizer, field
+):
+    keras_hub = pytest.importorskip("keras_hub")
+    secret = tmp_path / "secret.json"
+    secret.write_text("{}")
+    module = getattr(keras_hub.tokenizers, tokenizer).__module__
+    layer = {"module": module, "class_name": tokenizer, "config": {"name": "t", field: str(secret)}}
+    header, body = sequential_parts()
+
+    def edit(config):
+        redteam.layer_configs(config)[-1] = layer
+
+    table = {tokenizer: GlobalRef(module, tokenizer)}
+    error = assert_refused(redteam.craft(header, {**redteam.edit_config(body, edit), "custom_objects": table}), marker)
+    assert "secret.json" in str(error)
 
 
 @pytest.mark.parametrize(

@@ -171,21 +171,60 @@ def test_a_function_reached_through_a_dotted_name_in_an_imported_module_is_refus
 # --------------------------------------------------------------------------
 
 
-def test_a_custom_layer_whose_config_holds_a_vocabulary_string_and_module_keys_loads():
-    """A user's layer with ``vocabulary``, ``K_type`` and ``K_module`` keys in its config (once refused in every
-    node): only tf-keras's lookup layers read a vocabulary file, only its cell wrappers merge a module."""
+def test_a_custom_layer_whose_config_holds_a_vocabulary_string_and_module_keys_is_refused_and_the_advice_loads_it():
+    """A user's layer with ``vocabulary``, ``K_type`` and ``K_module`` keys in its config: refused as every
+    node's file field and merged module are, and the refusal's advice (safe_mode=False) loads it."""
     import tf_keras_models
 
     tf_keras.utils.set_random_seed(0)
     layer = tf_keras_models.Annotated(vocabulary="english.txt", scale_module="os", name="annotated")
     model = tf_keras.Sequential([tf_keras.Input((3,)), layer, tf_keras.layers.Dense(1)])
     data = keras_pickle.dumps(model)
-    assert not keras_pickle.inspect(data).safe_mode_refuses
-    loaded = keras_pickle.loads(data)
+    assert keras_pickle.inspect(data).safe_mode_refuses
+    with pytest.raises(keras_pickle.UnsafePayloadError, match=r"keras_pickle\.loads\(data, safe_mode=False\)"):
+        keras_pickle.loads(data)
+    loaded = keras_pickle.loads(data, safe_mode=False)
     again = loaded.get_layer("annotated")
     assert (again.vocabulary, again.scale_type, again.scale_module) == ("english.txt", "function", "os")
     x = np.ones((2, 3), "float32")
     assert np.array_equal(loaded.predict(x, verbose=0), model.predict(x, verbose=0))
+
+
+@pytest.mark.parametrize(
+    "wrapped",
+    [
+        {"dropout_fn_module": "os"},  # tf-keras merges it before it reads dropout_fn or dropout_fn_type
+        {"dropout_fn": None, "dropout_fn_module": "os"},
+        {"residual_fn_module": "os"},
+    ],
+    ids=["module alone", "beside the function, no type", "residual module alone"],
+)
+def test_a_cell_wrapper_module_is_refused_with_or_without_its_type_and_nothing_is_merged(tmp_path, parts, wrapped):
+    from tf_keras.src.layers.rnn import cell_wrappers
+
+    cell = {"class_name": "SimpleRNNCell", "config": {"name": "c", "units": 3}}
+    kind = "ResidualWrapper" if "residual_fn_module" in wrapped else "DropoutWrapper"
+    rnn = {
+        "class_name": "RNN",
+        "config": {"name": "r", "cell": {"class_name": kind, "config": {"cell": cell, **wrapped}}},
+    }
+    error = assert_refused(with_last_layer(parts, rnn, {}), tmp_path / "m")
+    assert "'os'" in str(error)
+    assert getattr(cell_wrappers, "system", None) is not __import__("os").system
+
+
+def test_a_feature_column_reading_a_vocabulary_file_is_refused(tmp_path, parts):
+    """tf-keras's DenseFeatures with a VocabularyFileCategoricalColumn: TensorFlow reads the file in C++ when the
+    layer is built, where no audit hook sees it; the field is refused by name before anything is built."""
+    secret = tmp_path / "secret_vocab.txt"
+    secret.write_text("hunter2\nroot\n")
+    column = {"class_name": "VocabularyFileCategoricalColumn",
+              "config": {"key": "a", "vocabulary_file": str(secret), "vocabulary_size": 2, "num_oov_buckets": 0,
+                         "dtype": "string", "default_value": -1, "file_format": None}}  # fmt: skip
+    indicator = {"class_name": "IndicatorColumn", "config": {"categorical_column": column}}
+    layer = {"class_name": "DenseFeatures", "config": {"name": "features", "feature_columns": [indicator]}}
+    error = assert_refused(with_last_layer(parts, layer, {}), tmp_path / "m")
+    assert "secret_vocab.txt" in str(error) and "vocabulary_file" in str(error)
 
 
 def test_a_subclass_of_a_lookup_layer_reading_a_file_is_refused_under_any_name(tmp_path, parts):

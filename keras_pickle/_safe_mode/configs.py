@@ -21,10 +21,12 @@ from .rules import (
     FILE_READING,
     FILE_READING_LAYERS,
     FOREIGN_LAYERS,
+    MERGED_MODULE_SUFFIX,
     MODULE_MERGING,
     MODULE_MERGING_LAYERS,
     REFUSED_LAYERS,
     WRAPPER_OWN_MODULES,
+    is_file_field,
 )
 
 
@@ -105,13 +107,17 @@ def foreign_layers(config: Any) -> list[ForeignLayer]:
     return found
 
 
-def merged_module(inner: dict) -> tuple[str, Any] | None:
-    """A key ``K_module`` beside ``K_type`` in a cell wrapper's config ``inner``, naming a module other than
-    the wrapper's own, and its value (:data:`~.rules.MODULE_MERGING_LAYERS`); ``None`` when it has none."""
+def merged_module(inner: dict, *, wrapper: bool) -> tuple[str, Any] | None:
+    """A key of ``inner`` (a config) naming a module a cell wrapper would merge, other than the wrapper's own,
+    and its value; ``None`` when it has none. In any config: a ``K_fn_module`` key
+    (:data:`~.rules.MERGED_MODULE_SUFFIX`), or a ``K_module`` beside ``K`` or ``K_type``; in a cell wrapper's
+    (``wrapper``, :data:`~.rules.MODULE_MERGING_LAYERS`): any ``K_module`` key."""
     for key, value in inner.items():
-        if isinstance(key, str) and key.endswith("_module") and f"{key[: -len('_module')]}_type" in inner:
-            if value is not None and value not in WRAPPER_OWN_MODULES:
-                return key, value
+        if not (isinstance(key, str) and key.endswith("_module")) or value is None or value in WRAPPER_OWN_MODULES:
+            continue
+        base = key[: -len("_module")]
+        if wrapper or key.endswith(MERGED_MODULE_SUFFIX) or base in inner or f"{base}_type" in inner:
+            return key, value
     return None
 
 
@@ -121,11 +127,11 @@ def _field_refusal(node: dict, merges: bool, fields: Any, dialect: str) -> Unsaf
     inner = node.get("config")
     if not isinstance(inner, dict) or inline_code(inner) is not None:
         return None  # the code it stores is refused first, where the walk reaches it
-    merged = merged_module(inner) if merges else None
+    merged = merged_module(inner, wrapper=merges)
     if merged is not None:
         what = f"module {bounded_repr(merged[1])}"
         return _trust_refusal(what, f"{what}, which the {dialect} config names as {merged[0]!r}: {MODULE_MERGING}")
-    for field in fields:
+    for field in [*fields, *(key for key in inner if is_file_field(key))]:
         if isinstance(inner.get(field), str):
             what = f"{field} file {bounded_repr(inner[field])}"
             return _trust_refusal(

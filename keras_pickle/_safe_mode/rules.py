@@ -176,9 +176,31 @@ FILE_READING_LAYERS: dict[str, tuple[str, ...]] = {
 }
 """Layers that read a file (a local path or any URL their file system reaches) when a field of their config
 holds a string, and those fields: Keras's and tf-keras's lookup layers and ``TextVectorization`` (through
-``set_vocabulary``), KerasHub's tokenizers. Refused by name and for every subclass; any other class's string
-field is the class's own business (Keras 3's and KerasHub's own safe mode, which keras_pickle holds, refuse
+``set_vocabulary``), KerasHub's tokenizers. Refused by name and for every subclass; and every class's
+:data:`FILE_FIELDS` besides (Keras 3's and KerasHub's own safe mode, which keras_pickle holds, refuse some of
 these files too; tf-keras's does not)."""
+
+FILE_FIELDS = frozenset(
+    {"vocabulary", "merges", "proto", "special_tokens", "language_tokens", "vocabulary_file", "ckpt_to_load_from"}
+)
+"""Config fields whose string a layer opens as a file, refused in every config node whatever its class: no
+table of classes knows every layer that reads one (KerasHub's ``PARSeqTokenizer`` opens a string
+``vocabulary`` with no safe-mode check of its own, ``WhisperTokenizer`` its ``special_tokens`` and
+``language_tokens``, tf-keras's ``VocabularyFileCategoricalColumn`` its ``vocabulary_file`` in C++, an
+``EmbeddingColumn`` its ``ckpt_to_load_from``). The fields are those Keras, tf-keras and KerasHub open. A
+layer of someone else's that takes such a field as plain text is refused too, and loads with
+``safe_mode=False``: the price of closing the class."""
+
+
+def is_file_field(key: object) -> bool:
+    """Whether a config key is one of :data:`FILE_FIELDS`."""
+    return key in FILE_FIELDS
+
+
+MERGED_MODULE_SUFFIX = "_fn_module"
+"""How tf-keras's cell wrappers name the module they merge (``dropout_fn_module``, ``residual_fn_module``):
+such a key is refused in every config node, whatever its class and whether ``K`` or ``K_type`` is beside it
+(tf-keras merges the module before it reads either)."""
 
 FILE_READING_HOMES = (
     "keras.layers",
@@ -191,14 +213,15 @@ FILE_READING_HOMES = (
 
 FILE_READING = (
     "the layer would read that path (a local file or any URL its file system reaches) when it is built, a {field} "
-    "file outside of the model archive (Keras's own safe mode refuses it too)"
+    "file outside of the model archive"
 )
 
 MODULE_MERGING_LAYERS = ("DropoutWrapper", "ResidualWrapper", "_RNNCellWrapper", "_RNNCellWrapperV1")
 """tf-keras's RNN cell wrappers (by name, and their base classes for every subclass): their ``from_config``
 merges the module a ``K_module`` key (beside ``K_type``: ``dropout_fn_module``, ``residual_fn_module``) names,
 its whole namespace (``globals().update``), into tf-keras's cell-wrapper module for the rest of the process.
-Keras 3 has no such code; a ``K_module`` key in any other class's config is that class's own business."""
+Keras 3 has no such code; in any other class's config a ``K_fn_module`` key, or a ``K_module`` beside ``K``
+or ``K_type``, is refused all the same (:data:`MERGED_MODULE_SUFFIX`): a renamed subclass is a wrapper too."""
 
 MODULE_MERGING_HOMES = ("tf_keras.src.layers.rnn.cell_wrappers", "tf_keras.src.layers.rnn.legacy_cell_wrappers")
 
