@@ -16,7 +16,7 @@ import keras
 import numpy as np
 import pytest
 import zoo
-from helpers import assert_same_predictions, assert_same_state, constructed_before_install
+from helpers import REPO_DIR, assert_same_predictions, assert_same_state, constructed_before_install, run_python
 
 import keras_pickle
 
@@ -67,20 +67,41 @@ def test_a_keras_pickle_is_converted_as_the_error_says(build, custom_objects):
     assert_same_predictions(model, loaded, zoo.data()[0])
 
 
+FRESH_CONVERT = """
+import pathlib, sys
+
+import numpy as np
+
+import keras_pickle
+
+here = pathlib.Path(sys.argv[1])
+data = (here / "native.pkl").read_bytes()
+try:
+    keras_pickle.convert(data)
+except keras_pickle.KerasUnpicklingError as e:
+    advice = str(e).rpartition("it needs: ")[2].removesuffix(".")
+else:
+    raise SystemExit("convert did not refuse")
+imports, _, call = advice.rpartition("; ")
+assert imports.startswith("from zoo import "), advice
+assert call.startswith("keras_pickle.convert(data, custom_objects={"), advice
+namespace = {"keras_pickle": keras_pickle, "data": data}
+exec(imports, namespace)
+loaded = keras_pickle.loads(eval(call, namespace))
+np.save(here / "y.npy", loaded.predict(np.load(here / "x.npy"), verbose=0))
+"""
+
+
 @pytest.mark.parametrize("build", [zoo.functional, compiled_subclassed], ids=["functional", "compiled subclassed"])
-def test_convert_names_the_custom_objects_it_needs_and_following_it_converts(build):
-    """The classes outside Keras that the pickle's config names, as code to copy: run as written, it converts."""
+def test_convert_names_the_custom_objects_it_needs_and_following_it_converts(build, tmp_path):
+    """In a fresh interpreter, where Keras knows none of the model's classes: convert's error names the classes
+    outside Keras that the pickle's config names, as code to copy, and that code, run as written, converts."""
     model = build()
-    data = keras_native(model)
-    with pytest.raises(keras_pickle.KerasUnpicklingError) as info:
-        keras_pickle.convert(data)
-    advice = str(info.value).rpartition("it needs: ")[2].removesuffix(".")
-    imports, _, call = advice.rpartition("; ")
-    assert imports.startswith("from zoo import ") and call.startswith("keras_pickle.convert(data, custom_objects={")
-    namespace = {"keras_pickle": keras_pickle, "data": data}
-    exec(imports, namespace)
-    converted = eval(call, namespace)
-    assert_same_predictions(model, keras_pickle.loads(converted), zoo.data()[0])
+    x = zoo.data()[0]
+    (tmp_path / "native.pkl").write_bytes(keras_native(model))
+    np.save(tmp_path / "x.npy", x)
+    run_python(FRESH_CONVERT, str(tmp_path), cwd=REPO_DIR / "tests")
+    assert np.array_equal(np.load(tmp_path / "y.npy"), model.predict(x, verbose=0))
 
 
 def test_convert_refuses_what_is_not_a_keras_pickle():
