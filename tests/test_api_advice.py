@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 import zoo
 from helpers import REPO_DIR, assert_same_predictions, assert_same_state, constructed_before_install, run_python
+from keras.src.saving.keras_saveable import KerasSaveable
 
 import keras_pickle
 
@@ -92,13 +93,32 @@ np.save(here / "y.npy", loaded.predict(np.load(here / "x.npy"), verbose=0))
 """
 
 
+class _PickledBy:
+    """Pickles ``model`` as ``reducer(model)`` says, whatever reducer the process has installed."""
+
+    def __init__(self, model, reducer):
+        self.model, self.reducer = model, reducer
+
+    def __reduce__(self):
+        return self.reducer(self.model)
+
+
+def _scikeras_reducer(model):
+    saving_utils = pytest.importorskip("scikeras._saving_utils")
+    return saving_utils.pack_keras_model(model)  # registers the model's class as ">Name", as scikeras does
+
+
+@pytest.mark.parametrize(
+    "reducer", [KerasSaveable.__reduce__, _scikeras_reducer], ids=["Keras's pickle", "scikeras's pickle"]
+)
 @pytest.mark.parametrize("build", [zoo.functional, compiled_subclassed], ids=["functional", "compiled subclassed"])
-def test_convert_names_the_custom_objects_it_needs_and_following_it_converts(build, tmp_path):
+def test_convert_names_the_custom_objects_it_needs_and_following_it_converts(build, reducer, tmp_path):
     """In a fresh interpreter, where Keras knows none of the model's classes: convert's error names the classes
-    outside Keras that the pickle's config names, as code to copy, and that code, run as written, converts."""
+    outside Keras that the pickle's config names, under the names Keras looks them up by, as code to copy, and
+    that code, run as written, converts."""
     model = build()
     x = zoo.data()[0]
-    (tmp_path / "native.pkl").write_bytes(keras_native(model))
+    (tmp_path / "native.pkl").write_bytes(pickle.dumps(_PickledBy(model, reducer)))
     np.save(tmp_path / "x.npy", x)
     run_python(FRESH_CONVERT, str(tmp_path), cwd=REPO_DIR / "tests")
     assert np.array_equal(np.load(tmp_path / "y.npy"), model.predict(x, verbose=0))

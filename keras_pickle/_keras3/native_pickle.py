@@ -20,9 +20,10 @@ _ZIP_MAGIC = b"PK\x03\x04"
 _MAX_NAMES = 20
 
 
-def custom_names(data: bytes) -> list[tuple[str, str]]:
-    """``(module, name)`` of every class or function outside Keras the archive's config names, each once, in
-    the config's order; ``[]`` where the stream holds no archive that reads."""
+def custom_names(data: bytes) -> list[tuple[str, str, str]]:
+    """``(module, name, key)`` of every class or function outside Keras the archive's config names (``key``:
+    the name Keras looks it up by in ``custom_objects``), each once, in the config's order; ``[]`` where the
+    stream holds no archive that reads."""
     try:
         for _opcode, argument, _ in pickletools.genops(data):
             if isinstance(argument, (bytes, bytearray)) and bytes(argument[:4]) == _ZIP_MAGIC:
@@ -36,7 +37,7 @@ def custom_names(data: bytes) -> list[tuple[str, str]]:
     return []
 
 
-def _collect(value: Any, found: dict[tuple[str, str], None], *, depth: int) -> None:
+def _collect(value: Any, found: dict[tuple[str, str, str], None], *, depth: int) -> None:
     if depth > 200:
         return
     if isinstance(value, dict):
@@ -45,7 +46,10 @@ def _collect(value: Any, found: dict[tuple[str, str], None], *, depth: int) -> N
             name = value.get("config") if class_name == "function" else class_name
             registered = value.get("registered_name")
             if isinstance(name, str) and name.isidentifier() and not _is_registered(registered):
-                found.setdefault((module, name))
+                # Keras looks a custom object up by its registered name first (scikeras's pickles register
+                # every model class as ">Name"): the key the mapping needs.
+                key = registered if isinstance(registered, str) and registered else name
+                found.setdefault((module, name, key))
         for item in value.values():
             _collect(item, found, depth=depth + 1)
     elif isinstance(value, list):
@@ -72,8 +76,9 @@ def custom_objects_hint(data: bytes) -> str:
     if not names:
         return "keras_pickle.convert(data, custom_objects={'Name': Name})"
     modules: dict[str, list[str]] = {}
-    for module, name in names:
-        modules.setdefault(module, []).append(name)
+    for module, name, _ in names:
+        if name not in modules.setdefault(module, []):
+            modules[module].append(name)
     imports = "; ".join(f"from {module} import {', '.join(found)}" for module, found in modules.items())
-    mapping = ", ".join(f"{name!r}: {name}" for _, name in names)
+    mapping = ", ".join(f"{key!r}: {name}" for _, name, key in names)
     return f"{imports}; keras_pickle.convert(data, custom_objects={{{mapping}}})"
