@@ -16,6 +16,8 @@ from typing import Any
 
 import keras
 
+from .._wire import configs
+
 _ZIP_MAGIC = b"PK\x03\x04"
 _MAX_NAMES = 20
 
@@ -29,32 +31,25 @@ def custom_names(data: bytes) -> list[tuple[str, str, str]]:
             if isinstance(argument, (bytes, bytearray)) and bytes(argument[:4]) == _ZIP_MAGIC:
                 with zipfile.ZipFile(io.BytesIO(argument)) as archive:
                     config = json.loads(archive.read("config.json"))
-                found: dict[tuple[str, str], None] = {}
-                _collect(config, found, depth=0)
+                found = dict.fromkeys(entry for node in configs.iter_nodes(config) if (entry := _custom(node)))
                 return list(found)[:_MAX_NAMES]
     except Exception:  # a stream or archive that does not read: nothing to name
         return []
     return []
 
 
-def _collect(value: Any, found: dict[tuple[str, str, str], None], *, depth: int) -> None:
-    if depth > 200:
-        return
-    if isinstance(value, dict):
-        module, class_name = value.get("module"), value.get("class_name")
-        if isinstance(module, str) and isinstance(class_name, str) and not _is_keras(module):
-            name = value.get("config") if class_name == "function" else class_name
-            registered = value.get("registered_name")
-            if isinstance(name, str) and name.isidentifier() and not _is_registered(registered):
-                # Keras looks a custom object up by its registered name first (scikeras's pickles register
-                # every model class as ">Name"): the key the mapping needs.
-                key = registered if isinstance(registered, str) and registered else name
-                found.setdefault((module, name, key))
-        for item in value.values():
-            _collect(item, found, depth=depth + 1)
-    elif isinstance(value, list):
-        for item in value:
-            _collect(item, found, depth=depth + 1)
+def _custom(node: dict) -> tuple[str, str, str] | None:
+    """``(module, name, key)`` of the class or function outside Keras that ``node`` names, unless registered."""
+    module, class_name = node.get("module"), node.get("class_name")
+    if not (isinstance(module, str) and isinstance(class_name, str)) or _is_keras(module):
+        return None
+    name = node.get("config") if class_name == "function" else class_name
+    registered = node.get("registered_name")
+    if not (isinstance(name, str) and name.isidentifier()) or _is_registered(registered):
+        return None
+    # Keras looks a custom object up by its registered name first (scikeras's pickles register every model
+    # class as ">Name"): the key the mapping needs.
+    return module, name, registered if isinstance(registered, str) and registered else name
 
 
 def _is_registered(registered_name: Any) -> bool:
