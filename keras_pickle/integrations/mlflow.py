@@ -181,18 +181,25 @@ def _shipped_modules(path: str, code_dir: str | None) -> list[str]:
 
 
 def _read(
-    payload_path: str, allow_by_value: bool, custom_objects: dict[str, Any] | None = None, *, safe_mode: bool = True
+    payload_path: str,
+    allow_by_value: bool,
+    custom_objects: dict[str, Any] | None = None,
+    *,
+    safe_mode: bool = True,
+    mlmodel: Model | None = None,
 ) -> Any:
     """Import the modules the model ships (its code: safe mode resolves classes of imported modules only),
     then ``keras_pickle.load`` in safe mode.
 
     Importing the shipped code runs it, so its functions are trusted as much as the caller trusts the
     model's code: they are named as custom objects (safe mode's allow-list otherwise admits only the
-    functions Keras vouches for), beside the caller's own ``custom_objects``.
+    functions Keras vouches for), beside the caller's own ``custom_objects``. ``mlmodel``: the model's MLmodel
+    file, where the caller has read it already.
     """
     shipped_functions: dict[str, Any] = {}
     model_dir = os.path.dirname(payload_path)
-    conf = Model.load(os.path.join(model_dir, MLMODEL_FILE_NAME)).flavors.get(FLAVOR_NAME, {})
+    mlmodel = mlmodel or Model.load(os.path.join(model_dir, MLMODEL_FILE_NAME))
+    conf = mlmodel.flavors.get(FLAVOR_NAME, {})
     code_dir = conf.get("code")
     for name in conf.get("modules") or ():
         shipped = code_dir and any(
@@ -226,10 +233,10 @@ as if the caller had passed them. A file declaring anything else asks to loosen 
 refused (:func:`_refuse_loosened_declaration`): only the caller can loosen, by the switches named there."""
 
 
-def _refuse_loosened_declaration(model_dir: str) -> None:
-    """Raise :class:`UnsafePayloadError` when the MLmodel file in ``model_dir`` declares a ``model_config``
-    that differs from :data:`DECLARED_MODEL_CONFIG` (a value keras_pickle never writes)."""
-    pyfunc_conf = Model.load(os.path.join(model_dir, MLMODEL_FILE_NAME)).flavors.get("python_function", {})
+def _refuse_loosened_declaration(mlmodel: Model, model_dir: str) -> None:
+    """Raise :class:`UnsafePayloadError` when ``mlmodel`` (the MLmodel file in ``model_dir``) declares a
+    ``model_config`` that differs from :data:`DECLARED_MODEL_CONFIG` (a value keras_pickle never writes)."""
+    pyfunc_conf = mlmodel.flavors.get("python_function", {})
     declared = pyfunc_conf.get("config") or {}
     loosened = {key: value for key, value in declared.items() if DECLARED_MODEL_CONFIG.get(key) != value}
     if loosened:
@@ -291,8 +298,11 @@ def _load_pyfunc(data_path: str, model_config: dict | None = None) -> _PyFuncMod
     """MLflow's pyfunc entry point (``loader_module``): ``model_config={"allow_by_value": True}`` opts in;
     ``model_config={"custom_objects": {...}}`` names functions safe mode may load; ``model_config={"safe_mode":
     False}`` loads a model the caller trusts as much as code it runs."""
-    _refuse_loosened_declaration(os.path.dirname(data_path))
+    model_dir = os.path.dirname(data_path)
+    mlmodel = Model.load(os.path.join(model_dir, MLMODEL_FILE_NAME))
+    _refuse_loosened_declaration(mlmodel, model_dir)
     config = model_config or {}
     allow_by_value = bool(config.get("allow_by_value", False))
     safe_mode = config.get("safe_mode", True) is not False
-    return _PyFuncModel(_read(data_path, allow_by_value, config.get("custom_objects"), safe_mode=safe_mode))
+    custom_objects = config.get("custom_objects")
+    return _PyFuncModel(_read(data_path, allow_by_value, custom_objects, safe_mode=safe_mode, mlmodel=mlmodel))
