@@ -26,6 +26,7 @@ import keras
 import numpy as np
 
 from .._blueprint import LayerState as LayerState
+from .._safe_mode.opens import ASSET_DIRECTORY_PREFIX
 from .._wire.body_sections import place_position
 from ..errors import StateMismatchError
 from . import backend as _backend
@@ -139,7 +140,7 @@ def _capture_layer(place: str, layer: Any) -> LayerState:
     own_variables = [(str(key), _backend.to_numpy(value)) for key, value in store.items()]
     assets: list[tuple[str, bytes]] = []
     if hasattr(layer, "save_assets"):
-        with tempfile.TemporaryDirectory(prefix="keras_pickle_assets_") as directory:
+        with tempfile.TemporaryDirectory(prefix=ASSET_DIRECTORY_PREFIX) as directory:
             layer.save_assets(directory)
             for root, _dirs, files in os.walk(directory):
                 for name in sorted(files):
@@ -160,7 +161,7 @@ def _apply_layer(layer: Any, state: LayerState, assign: Any) -> None:
     if carried:
         assign(carried_states(layer), carried, owner=f"the carried states of {type(layer).__name__} '{layer.name}'")
     if state.assets and hasattr(layer, "load_assets"):
-        with tempfile.TemporaryDirectory(prefix="keras_pickle_assets_") as directory:
+        with tempfile.TemporaryDirectory(prefix=ASSET_DIRECTORY_PREFIX) as directory:
             root = os.path.realpath(directory)
             for relative, content in state.assets:
                 target = os.path.realpath(os.path.join(root, relative))

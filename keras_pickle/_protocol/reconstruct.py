@@ -21,6 +21,7 @@ part of the format, and pickle records it from the function's ``__module__``.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from typing import Any
 
@@ -81,9 +82,10 @@ def restore(header, body):
         checked = body
         if dialect == _dialect.KERAS3:
             body = _skew.adapt_body(header, body)  # a newer Keras's config keys this one lacks
-        with _vetting.keras_safe_mode(safe_mode, dialect):
-            if safe_mode:  # the configs decoded above, unless adapt_body rewrote them
-                _vetting.vet_body(body, dialect, decoded if body is checked else None)
+        # Safe mode: vetted, under Keras's safe mode, touching no path the configs name; the configs
+        # decoded above, unless adapt_body rewrote them.
+        safely = _vetting.safe_rebuild(body, dialect, decoded if body is checked else None) if safe_mode else None
+        with safely or contextlib.nullcontext():
             mapped = _reclaim.has_mapped_weights(body.get("variables") or ())
             if mapped:  # a joblib worker: the previous task's model goes before this one comes
                 _reclaim.before_rebuild()

@@ -7,7 +7,8 @@ the dialects know in this load (each imported Keras's registry: :mod:`keras_pick
 :func:`dialect_resolver` how the payload's dialect resolves a config's names. :func:`vet_names` judges
 what needs no Keras (before a tf-keras payload imports tf-keras), :func:`vet_body` the rest.
 :func:`keras_safe_mode` holds Keras's safe-mode scope meanwhile, so that a process-wide
-``keras.config.enable_unsafe_deserialization()`` never weakens a safe load.
+``keras.config.enable_unsafe_deserialization()`` never weakens a safe load, and :func:`safe_rebuild`
+holds both and :mod:`keras_pickle._safe_mode.opens`'s guard on the paths the configs name.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from keras.src.saving import serialization_lib
 from .. import _dialect
 from .._keras3 import safe_mode as _keras3_safe_mode
 from .._options import load_options
-from .._safe_mode import decision, judge_config, judge_names
+from .._safe_mode import decision, judge_config, judge_names, opens
 from .._safe_mode.decision import Candidates, GlobalsPolicy, is_keras_own, refusal
 from .._tfkeras import build as _tfkeras_build
 from .._tfkeras import classes as _tfkeras_classes
@@ -62,13 +63,10 @@ decision.provide_policy(globals_policy, dialect_resolver)
 
 
 @contextlib.contextmanager
-def keras_safe_mode(safe_mode: bool, dialect: str = _dialect.KERAS3) -> Iterator[None]:
-    """Within, when ``safe_mode``: Keras's own safe mode is on for this thread, whatever
+def keras_safe_mode(dialect: str = _dialect.KERAS3) -> Iterator[None]:
+    """Within: Keras's own safe mode is on for this thread, whatever
     ``keras.config.enable_unsafe_deserialization()`` said before (Keras's scope is thread-local and
     is restored on exit); tf-keras's, for a tf-keras payload."""
-    if not safe_mode:
-        yield
-        return
     if dialect == _dialect.TF_KERAS:
         with _tfkeras_build.safe_mode_scope(True):
             yield
@@ -77,7 +75,18 @@ def keras_safe_mode(safe_mode: bool, dialect: str = _dialect.KERAS3) -> Iterator
         yield
 
 
-def vet_body(body: dict, dialect: str = _dialect.KERAS3, decoded: list | None = None) -> None:
+@contextlib.contextmanager
+def safe_rebuild(body: dict, dialect: str, decoded: list | None) -> Iterator[None]:
+    """Within: a safe load's rebuild of ``body``, vetted (:func:`vet_body`) under Keras's own safe mode
+    (:func:`keras_safe_mode`), touching no path its configs name
+    (:func:`keras_pickle._safe_mode.opens.never_touching`)."""
+    with keras_safe_mode(dialect):
+        configs = vet_body(body, dialect, decoded)
+        with opens.never_touching(configs):
+            yield
+
+
+def vet_body(body: dict, dialect: str = _dialect.KERAS3, decoded: list | None = None) -> list:
     """Refuse, before Keras builds anything, a body whose objects stand for what safe mode refuses.
 
     ``body`` has passed the schema's checks (its custom objects are inert references). Every custom
@@ -85,6 +94,7 @@ def vet_body(body: dict, dialect: str = _dialect.KERAS3, decoded: list | None = 
     (Keras names its own); every config the body holds is judged by
     :func:`~keras_pickle._safe_mode.configs.judge_config`, resolved as the payload's dialect resolves it.
     ``decoded``: those configs already decoded (what :func:`vet_names` returns), else they are decoded here.
+    Returns the configs it judged, decoded.
     """
     table = body.get("custom_objects", {})
     policy = globals_policy()
@@ -104,8 +114,10 @@ def vet_body(body: dict, dialect: str = _dialect.KERAS3, decoded: list | None = 
                 f"Safe mode refused {what}: recorded constructor calls are made for user classes only.", what=what
             )
     candidates, name = dialect_resolver(table, dialect), _dialect.name(dialect)
-    for config in _decoded_configs(body) if decoded is None else decoded:
+    configs = _decoded_configs(body) if decoded is None else decoded
+    for config in configs:
         judge_config(config, policy, candidates, dialect=name)
+    return configs
 
 
 def vet_names(body: dict) -> list:
