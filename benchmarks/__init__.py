@@ -1,7 +1,7 @@
 """keras_pickle's benchmarks: ``python -m benchmarks NAME [--help]``, from the checkout's root.
 
 Each runs Keras's own pickling and keras_pickle's side by side in one process and prints ratios
-(never a timed assertion: tests/test_bench.py runs each at its smallest size). What produces the
+(never a timed assertion: tests/benchmarks/test_bench.py runs each at its smallest size). What produces the
 figures the docs quote:
 
 * ``bench``: README's speed and memory tables, docs/bench-results.json, docs/bench.png, the floors

@@ -7,7 +7,7 @@ constructor arguments then) and trained one step on a seeded batch so optimizer 
 KerasHub backbones and tasks built from constructor arguments and in-memory vocabularies, fresh and
 after use; keras.io idioms (the VAE, the DCGAN, a stateful LSTM, adapted preprocessing layers,
 int8-quantized and LoRA Dense models); and the second sweep (``tests/sweep_models.py``, shared with
-``tests/test_sweep.py``). Every case runs on the backend ``KERAS_BACKEND`` names, except those
+``tests/models/test_sweep.py``). Every case runs on the backend ``KERAS_BACKEND`` names, except those
 marked TensorFlow-only (the VAE and GAN train with ``tf.GradientTape``).
 
 For Keras's own path (``keras_pickle.uninstall()``) and keras_pickle's (``install()``), each model:

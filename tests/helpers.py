@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import subprocess
 import sys
 import textwrap
@@ -120,6 +122,30 @@ def engine(module: str):
 
         return importlib.import_module(module)
     return pytest.importorskip(module, reason=f"{module} is not installed (pip install -e '.[test]' installs it)")
+
+
+class Hang(BaseException):
+    """Raised in the middle of an input that runs too long (not an Exception:
+    keras_pickle's own ``except Exception`` must not wrap it)."""
+
+
+@contextlib.contextmanager
+def cpu_time_limit(seconds: float = 20.0):
+    """Fail an input that spins: SIGVTALRM after ``seconds`` of CPU time.
+
+    (pytest-timeout owns SIGALRM and bounds each whole test.)
+    """
+
+    def expire(signum, frame):
+        raise Hang(f"one input took more than {seconds} s of CPU time")
+
+    previous = signal.signal(signal.SIGVTALRM, expire)
+    signal.setitimer(signal.ITIMER_VIRTUAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_VIRTUAL, 0)
+        signal.signal(signal.SIGVTALRM, previous)
 
 
 def ulps_apart(a, b, *, at=None) -> np.ndarray:

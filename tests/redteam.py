@@ -1,7 +1,7 @@
 """Crafting hostile payloads as an attacker would: dump a real model, edit its header and body, write
 any global the edit needs, and sign the result again (the checksum is not a secret).
 
-Used by ``tests/test_redteam.py`` and by the structure-aware mode of ``tests/test_fuzz.py``.
+Used by ``tests/safe_mode/test_redteam.py`` and by the structure-aware mode of ``tests/safe_mode/test_fuzz.py``.
 """
 
 from __future__ import annotations
@@ -174,7 +174,7 @@ class Effects:
 
 
 # --------------------------------------------------------------------------
-# Spellings and depths of a layer config (tests/test_allowlist*.py)
+# Spellings and depths of a layer config (tests/safe_mode/test_allowlist*.py)
 # --------------------------------------------------------------------------
 
 REFUSED_LAYER_SPELLINGS = {  # how a config may name a layer kind ``k``, with or without a module

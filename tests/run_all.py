@@ -29,7 +29,7 @@ REPO_DIR = Path(__file__).resolve().parent.parent
 BACKENDS = ("tensorflow", "jax", "torch", "tf-keras")
 """The pytest runs: Keras 3 on each backend, then tf-keras (on TensorFlow)."""
 OLD_KERAS = ("3.10.0", "3.8.0")
-"""Older Keras 3 versions tests/test_version_skew.py writes and reads payloads with; 3.8.0 is the
+"""Older Keras 3 versions tests/models/test_version_skew.py writes and reads payloads with; 3.8.0 is the
 oldest pyproject.toml admits. Each goes to its own directory (pure Python; its dependencies are
 the current Keras's), never into the environment."""
 

@@ -4,7 +4,7 @@ Each ``make_*`` builds its model while keras_pickle is installed (so constructor
 recorded, as for anyone who installs it first), trains it one step on a seeded batch so optimizer
 slots and seed states exist, and returns ``(obj, x, y)``: the object to pickle and its batch.
 :data:`CASES` says, per model, how to predict, how to take one more step, where its Keras models
-are (a scikit-learn pipeline holds one) and whether joblib carries it. ``tests/test_sweep.py`` and
+are (a scikit-learn pipeline holds one) and whether joblib carries it. ``tests/models/test_sweep.py`` and
 ``benchmarks/model_zoo.py`` run them; nothing here is registered.
 """
 
@@ -20,7 +20,7 @@ from keras import layers, ops
 
 BATCH = 4
 RUN_EAGERLY = False
-"""Compile every model with ``run_eagerly`` (it travels in the compile config): tests/test_sweep.py sets it,
+"""Compile every model with ``run_eagerly`` (it travels in the compile config): tests/models/test_sweep.py sets it,
 since tracing a step costs seconds per model on 2 cores and the state a step leaves is the same."""
 
 

@@ -20,7 +20,7 @@ def data(n: int = 16, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
 
 
 # Registered, as keras.io's guides do: safe mode loads a plain function only if Keras vouches for it
-# (registered) or the caller names it (tests/test_allowlist.py covers unregistered ones).
+# (registered) or the caller names it (tests/safe_mode/test_allowlist.py covers unregistered ones).
 @keras.saving.register_keras_serializable(package="zoo")
 def scaled_relu(x):
     """A custom activation function."""

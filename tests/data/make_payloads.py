@@ -6,7 +6,7 @@ Each ``NAME.pkl`` is a keras_pickle payload as ``keras_pickle.dumps`` wrote it
 (format version ``keras_pickle.FORMAT_VERSION`` at the time), and ``NAME.npz``
 what loading it must give back: ``x`` (inputs), ``y`` (the outputs on ``x``)
 and ``var_000``, ``var_001``... (every variable, optimizer state included, in
-order). ``tests/data/test_stored_payloads.py`` loads every one of them.
+order). ``tests/format/test_stored_payloads.py`` loads every one of them.
 
 Never regenerate the files of an earlier format version: they are what users'
 old pickles look like. When the format changes, bump the prefix (``v2_...``)
@@ -111,7 +111,7 @@ SETS = {
         "recorded_checksum": (recorded, {"checksum": True}),
     },
 }
-# tf-keras payloads (format version 4 on), written to tf_keras/: tests/test_tf_keras.py loads them, in the
+# tf-keras payloads (format version 4 on), written to tf_keras/: tests/models/test_tf_keras.py loads them, in the
 # tf-keras process.
 TF_KERAS_SETS = {4: ("tf_keras_functional_checksum", "tf_keras_subclassed_checksum")}
 PAYLOADS = {f"v{version}_{name}": spec for version, specs in SETS.items() for name, spec in specs.items()}
