@@ -23,7 +23,6 @@ Run it once per backend (``KERAS_BACKEND=jax`` / ``torch``)::
 
 from __future__ import annotations
 
-import argparse
 import os
 import pickle
 import tempfile
@@ -33,23 +32,21 @@ import keras
 
 import keras_pickle
 from benchmarks import common, models
-from benchmarks.common import KERAS, KP, Contender, best
+from benchmarks.common import KERAS, KP, Contender
 
 MODELS = ("dense100mb", "resnet50")
-TO_A_FILE = "keras_pickle.dump to a file"
+TO_A_FILE, KERAS_BUILT_IN = "keras_pickle.dump to a file", "keras built-in"
 PATHS = (TO_A_FILE, "keras_pickle.dumps in band", "pickle.dumps in band")
 PATHS += ("keras_pickle.dumps out of band", "pickle.dumps out of band")
-KERAS_BUILT_IN = "keras built-in"
 
 
 def round_trip(path: str, checksum: bool, model, directory: Path) -> list[Contender]:
     """The dumps and the loads of one path; the race runs each dumps just before its loads."""
     written: dict = {}
-    out_of_band = path.endswith("out of band")
 
     def dump() -> dict:
         buffers: list = []
-        callback = buffers.append if out_of_band else None
+        callback = buffers.append if path.endswith("out of band") else None
         if path == TO_A_FILE:
             data = directory / f"model-checksum-{checksum}.pkl"
             with open(data, "wb") as file:
@@ -90,41 +87,32 @@ def round_trip(path: str, checksum: bool, model, directory: Path) -> list[Conten
     ]
 
 
-def keras_built_in(model) -> list[Contender]:
-    written: dict = {}
-
-    def dump():
-        written["payload"] = common.dumps(model)
-        return written["payload"]
-
-    return [
-        Contender(f"{KERAS_BUILT_IN}|False|dumps", KERAS, dump),
-        Contender(f"{KERAS_BUILT_IN}|False|loads", KERAS, lambda: common.loads(written.pop("payload"))),
-    ]
-
-
 def measure(name: str, quick: bool, repeat: int, with_keras: bool, directory: Path) -> None:
-    model = models.BENCH[name](quick)
+    model, written = models.BENCH[name](quick), {}
     contenders = [
         c for path in PATHS for checksum in (False, True) for c in round_trip(path, checksum, model, directory)
     ]
-    times = common.race(contenders + (keras_built_in(model) if with_keras else []), repeat)
+    if with_keras:
+        contenders += [
+            Contender(f"{KERAS_BUILT_IN}|False|dumps", KERAS, lambda: written.update(payload=common.dumps(model))),
+            Contender(f"{KERAS_BUILT_IN}|False|loads", KERAS, lambda: common.loads(written.pop("payload"))),
+        ]
+    best = {key: min(times) for key, times in common.race(contenders, repeat).items()}
     rows = []
     for path, op in [(path, op) for path in PATHS for op in ("dumps", "loads")]:
-        off, on = best(times[f"{path}|False|{op}"]), best(times[f"{path}|True|{op}"])
+        off, on = best[f"{path}|False|{op}"], best[f"{path}|True|{op}"]
         rows.append([path, op, f"{off:.4f}", f"{on:.4f}", f"{on / off:.2f}x"])
-    for op in ("dumps", "loads") if with_keras else ():
-        rows.append([KERAS_BUILT_IN, op, f"{best(times[f'{KERAS_BUILT_IN}|False|{op}']):.4f}", "—", "—"])
+    rows += [
+        [KERAS_BUILT_IN, op, f"{best[f'{KERAS_BUILT_IN}|False|{op}']:.4f}", "—", "—"] for op in ("dumps", "loads")
+    ] * with_keras
     mib = common.nbytes(common.state_variables(model)) / 2**20
     title = f"{name}{' (--quick)' if quick else ''}: {mib:.0f} MiB of state, seconds, best of {repeat}, protocol 5"
     common.table(title, ["path", "op", "no checksum", "checksum", "cost"], rows)
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = common.parser(__doc__)
     parser.add_argument("--model", nargs="+", choices=MODELS, default=list(MODELS))
-    parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--quick", action="store_true", help="tiny models (a smoke test)")
     parser.add_argument("--no-keras", action="store_true", help="skip Keras's built-in pickling (slow on ResNet50)")
     args = parser.parse_args(argv)
     print(f"backend {keras.backend.backend()}, keras {keras.__version__}, keras_pickle {keras_pickle.__version__}")

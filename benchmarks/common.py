@@ -1,15 +1,16 @@
-"""The benchmarks' one helper module: which pickling runs, timing, checks, child processes, reports.
+"""The benchmarks' one helper module: which pickling runs, timing, checks, child processes, reports, options.
 
 Every benchmark runs Keras's own path (:data:`KERAS`: ``keras_pickle.uninstall()``, Keras as it ships)
-and keras_pickle's (:data:`KP`) side by side in one process and prints ratios. Nothing here asserts
-a time. Keras is imported only by the functions that need it.
+and keras_pickle's (:data:`KP`) side by side in one process and prints ratios; nothing asserts a time.
+Everything is measured through keras_pickle's public API. Keras is imported only by the functions that
+need it, so that ``keras-pickle bench --help`` answers before Keras is imported.
 """
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import gc
-import importlib.metadata
 import json
 import os
 import pickle
@@ -29,14 +30,13 @@ KERAS, KP = "keras", "keras_pickle"
 IMPLS = (KERAS, KP)
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results"  # git-ignored
+BENCH_MODELS = ("mlp3", "mobilenetv3small", "efficientnetb0", "resnet50", "deep150", "dense100mb")
+"""bench's models (the keys of ``benchmarks.models.BENCH``), known here without importing Keras."""
 
 
 def use(impl: str) -> None:
     """Plain ``pickle`` and ``copy`` through ``impl``: :data:`KERAS` or :data:`KP`."""
-    if impl == KP:
-        keras_pickle.install()
-    else:
-        keras_pickle.uninstall()
+    keras_pickle.install() if impl == KP else keras_pickle.uninstall()
     assert keras_pickle.is_installed() == (impl == KP)
 
 
@@ -71,10 +71,12 @@ class Contender:
 def race(contenders: list[Contender], repeat: int, notes: list[str] | None = None, slow_s: float = 15.0) -> dict:
     """Each contender's seconds per run, ``repeat`` rounds of a, b, c, a, b, c... so that drift hits all
     alike; a contender whose first run took over ``slow_s`` runs once. Each run is timed with
-    ``perf_counter`` after a ``gc.collect()``; what existed before is ``gc.freeze()``-ed so those stay cheap.
-    Checks run outside the timed region: a problem with keras_pickle's result raises (a wrong result is
-    never reported as a time), one with Keras's or a floor's goes to ``notes``."""
+    ``perf_counter`` after a ``gc.collect()`` (what existed before is ``gc.freeze()``-ed), and waits for
+    CUDA's queued work. Checks run outside the timed region: a problem with keras_pickle's result raises
+    (a wrong result is never reported as a time), one with Keras's or a floor's goes to ``notes``."""
     times: dict[str, list[float]] = {c.name: [] for c in contenders}
+    torch = sys.modules.get("torch")
+    sync = torch.cuda.synchronize if torch is not None and torch.cuda.is_available() else lambda: None
     gc.collect()
     gc.freeze()
     try:
@@ -85,7 +87,15 @@ def race(contenders: list[Contender], repeat: int, notes: list[str] | None = Non
                 use(c.impl)
                 gc.collect()
                 start = time.perf_counter()
-                result = c.run()
+                try:
+                    result = c.run()
+                except Exception as e:  # Keras's own pickling fails where keras_pickle does not: noted, timed as nan
+                    if c.impl == KP or notes is None:
+                        raise
+                    notes.append(f"{c.name} failed: {type(e).__name__}: {str(e)[:120]}")
+                    times[c.name].append(float("nan"))
+                    continue
+                sync()
                 elapsed = time.perf_counter() - start
                 problem = c.check(result, not times[c.name]) if c.check is not None else None
                 if problem and c.impl == KP:
@@ -98,10 +108,6 @@ def race(contenders: list[Contender], repeat: int, notes: list[str] | None = Non
         gc.unfreeze()
         use(KP)
     return times
-
-
-def best(times: list[float] | None) -> float | None:
-    return min(times) if times else None
 
 
 def ratio(a: float | None, b: float | None) -> float | None:
@@ -117,50 +123,47 @@ def loglog_slope(points: list[tuple[float, float]]) -> float | None:
 
 
 # --------------------------------------------------------------------------
-# Checks and sizes
+# Checks, sizes and the floors: what Keras itself needs to describe a model
 # --------------------------------------------------------------------------
 
 
 def state_variables(model) -> list:
     """Every variable keras_pickle pickles for a model: the model's and its built optimizer's."""
     optimizer = getattr(model, "optimizer", None)
-    return list(model.variables) + (list(optimizer.variables) if getattr(optimizer, "built", False) else [])
+    built = optimizer is not None and getattr(optimizer, "built", True)  # tf-keras optimizers have no `built`
+    return list(model.variables) + (list(optimizer.variables) if built else [])
 
 
 def nbytes(variables) -> int:
-    return int(sum(np.dtype(v.dtype).itemsize * int(np.prod(v.shape)) for v in variables))
+    dtype = lambda v: np.dtype(getattr(v.dtype, "as_numpy_dtype", v.dtype))  # noqa: E731 (tf-keras: a tf.DType)
+    return int(sum(dtype(v).itemsize * int(np.prod(v.shape)) for v in variables))
 
 
 def describe(model) -> dict:
     return {
         "params": int(model.count_params()),
-        "weight_bytes": nbytes(model.variables),
         "state_bytes": nbytes(state_variables(model)),
         "n_layers": len(model.layers),
     }
 
 
 def mismatch(original, other, *, weights_only: bool = False) -> str | None:
-    """None if ``other`` holds exactly ``original``'s variables (copies, not the same ones), else what differs.
-    ``weights_only``: ``model.weights``, what ``set_weights`` assigns (the floors)."""
-    import keras
-
+    """None if ``other`` holds exactly ``original``'s variables (copies, not the same ones, on the same
+    device), else what differs. ``weights_only``: ``model.weights``, what ``set_weights`` assigns (the floors)."""
     pick = (lambda m: list(m.weights)) if weights_only else state_variables
     a, b = pick(original), pick(other)
     if len(a) != len(b):
         return f"{len(b)} variables instead of {len(a)}"
     for x, y in zip(a, b):
+        name = getattr(x, "path", None) or x.name
         if x is y:
-            return f"variable {x.path} is shared, not copied"
-        xa, ya = keras.ops.convert_to_numpy(x.value), keras.ops.convert_to_numpy(y.value)
+            return f"variable {name} is shared, not copied"
+        xa, ya = np.asarray(x), np.asarray(y)
         if xa.shape != ya.shape or xa.dtype != ya.dtype or not np.array_equal(xa, ya):
-            return f"variable {x.path} differs"
+            return f"variable {name} differs"
+        if str(getattr(x.value, "device", "")) != str(getattr(y.value, "device", "")):
+            return f"variable {name} is not on the original's device"
     return None
-
-
-# --------------------------------------------------------------------------
-# The floors: what Keras itself needs to describe a model (bench, backends)
-# --------------------------------------------------------------------------
 
 
 def raw_bytes(variable) -> np.ndarray:
@@ -189,8 +192,10 @@ def in_band_floor(model) -> tuple[str, bytes]:
 
 
 # --------------------------------------------------------------------------
-# Memory (Linux): peak extra resident bytes of one call
+# Memory (Linux): peak extra resident bytes of one call, in a child process
 # --------------------------------------------------------------------------
+
+NO_ONEDNN = {"TF_ENABLE_ONEDNN_OPTS": "0"}
 
 
 def _status(field: str) -> int:
@@ -198,14 +203,11 @@ def _status(field: str) -> int:
         return next(int(line.split()[1]) * 1024 for line in f if line.startswith(field + ":"))
 
 
-NO_ONEDNN = {"TF_ENABLE_ONEDNN_OPTS": "0"}
-
-
-def peak_memory(fn: Callable[[], Any]) -> tuple[Any, int, int]:
-    """``fn()``'s result, the peak extra RSS during it and the RSS it left behind. Before: a collection,
-    ``malloc_trim(0)`` (freed heap pages still resident would hide new allocations) and a reset of the
-    peak (``clear_refs``). Run TensorFlow with :data:`NO_ONEDNN`: oneDNN's allocator keeps freed memory
-    resident and hands it out again, hiding allocations from ``VmHWM``."""
+def peak_memory(fn: Callable[[], Any]) -> tuple[Any, int]:
+    """``fn()``'s result and the peak extra RSS during it. Before: a collection, ``malloc_trim(0)`` (freed
+    heap pages still resident would hide new allocations) and a reset of the peak (``clear_refs``). Run
+    TensorFlow with :data:`NO_ONEDNN`: oneDNN's allocator keeps freed memory resident and hands it out
+    again, hiding allocations from ``VmHWM``."""
     gc.collect()
     try:
         import ctypes
@@ -217,7 +219,29 @@ def peak_memory(fn: Callable[[], Any]) -> tuple[Any, int, int]:
         f.write("5")
     before = _status("VmRSS")
     result = fn()
-    return result, _status("VmHWM") - before, _status("VmRSS") - before
+    return result, _status("VmHWM") - before
+
+
+def memory_of(spec: dict) -> dict:
+    """In a child: peak extra memory of one dumps and one loads of ``models.build(spec["model"])`` with
+    ``spec["impl"]``, as multiples of the state bytes too; out of band unless ``spec["in_band"]``, after
+    a round trip of a tiny model of the same kind (the code paths, once)."""
+    from benchmarks import models
+
+    impl = spec["impl"]
+    use(impl)
+    loads(dumps(models.build(models.tiny_spec(spec["model"]))))
+    model = models.build(spec["model"])
+    out = {**spec, **describe(model)}
+    payload, out["dumps_peak_extra"] = peak_memory(lambda: dumps(model, in_band=spec.get("in_band", False)))
+    if is_ours(payload[0]) != (impl == KP):
+        raise AssertionError(f"{impl} produced the wrong kind of payload: the wrong path was measured")
+    result, out["loads_peak_extra"] = peak_memory(lambda: loads(payload))
+    problem = mismatch(model, result)
+    if problem and impl == KP:
+        raise AssertionError(f"keras_pickle returned a wrong result: {problem}")
+    out["loads_result_ok"] = problem is None
+    return {**out, **{f"{op}_peak_extra_x": out[f"{op}_peak_extra"] / out["state_bytes"] for op in ("dumps", "loads")}}
 
 
 # --------------------------------------------------------------------------
@@ -232,89 +256,105 @@ def emit(result: Any) -> None:
     print(MARK + json.dumps(result, default=str), flush=True)
 
 
-def child(*args: str, env: dict | None = None, tests: bool = False) -> tuple[list, str | None]:
-    """Run ``python -m benchmarks ARGS`` in a fresh interpreter (TensorFlow quiet, this checkout first on
-    its path, and tests/ with ``tests``): what it emitted and, if it failed, why."""
+def env(extra: dict | None = None, *, tests: bool = False) -> dict:
+    """A child's environment: TensorFlow quiet, this checkout first on its path (and tests/ with ``tests``)."""
     paths = [str(ROOT), str(ROOT / "tests") if tests else "", os.environ.get("PYTHONPATH", "")]
-    full = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", **(env or {})}
-    full["PYTHONPATH"] = os.pathsep.join(p for p in paths if p)
-    proc = subprocess.run([sys.executable, "-m", "benchmarks", *args], env=full, capture_output=True, text=True)
+    return {
+        **os.environ,
+        "TF_CPP_MIN_LOG_LEVEL": "3",
+        **(extra or {}),
+        "PYTHONPATH": os.pathsep.join(filter(None, paths)),
+    }
+
+
+def child(*args: str, extra: dict | None = None, tests: bool = False) -> tuple[list, str | None]:
+    """Run ``python -m benchmarks ARGS`` in a fresh interpreter: what it emitted and, if it failed, why."""
+    argv = [sys.executable, "-m", "benchmarks", *args]
+    proc = subprocess.run(argv, env=env(extra, tests=tests), capture_output=True, text=True)
     results = [json.loads(line[len(MARK) :]) for line in proc.stdout.splitlines() if line.startswith(MARK)]
     return results, None if proc.returncode == 0 else f"child exited {proc.returncode}: {proc.stderr[-4000:]}"
 
 
+def memory(specs: list[dict]) -> list[dict | str]:
+    """:func:`memory_of` each spec, in one child process: its result, or why there is none."""
+    results, error = child("bench", "--memory-child", json.dumps(specs), extra=NO_ONEDNN)
+    return results + [error or "no result"] * (len(specs) - len(results))
+
+
 # --------------------------------------------------------------------------
-# Reports
+# Options and reports
 # --------------------------------------------------------------------------
+
+
+def at_least_one(text: str) -> int:
+    if int(text) < 1:
+        raise argparse.ArgumentTypeError("--repeat must be at least 1")
+    return int(text)
+
+
+def parser(doc: str, repeat: int = 3, quick: bool = True, prog: str | None = None) -> argparse.ArgumentParser:
+    """A benchmark's options: ``--repeat`` (best of N) and ``--quick`` (tiny models) unless told otherwise."""
+    parser = argparse.ArgumentParser(prog=prog, description=doc.split("\n\n")[0])
+    parser.add_argument("--repeat", type=at_least_one, default=repeat, help=f"best of N runs (default {repeat})")
+    if quick:
+        parser.add_argument("--quick", action="store_true", help="tiny models (a smoke test, not a measurement)")
+    return parser
+
+
+def bench_args(argv: list[str] | None) -> argparse.Namespace:
+    """bench's options, parsed without importing Keras (``keras-pickle bench --help`` answers at once)."""
+    p = parser("Benchmark keras_pickle against Keras 3's own pickling and the floors.", prog="keras-pickle bench")
+    p.add_argument("--only", nargs="+", choices=BENCH_MODELS, metavar="MODEL", help=", ".join(BENCH_MODELS))
+    p.add_argument("--no-sweep", action="store_true", help="skip the state-size and depth sweeps")
+    p.add_argument("--no-memory", action="store_true", help="skip the memory measurements (child processes)")
+    p.add_argument("--json", type=Path, help="results (default docs/bench-results.json; --quick: benchmarks/results/)")
+    p.add_argument("--png", type=Path, help="chart (default docs/bench.png; --quick: benchmarks/results/)")
+    p.add_argument("--verbose", action="store_true", help="let TensorFlow log as it does by default")
+    p.add_argument("--memory-child", help=argparse.SUPPRESS)
+    args = p.parse_args(argv)
+    args.json = args.json or (RESULTS / "quick.json" if args.quick else ROOT / "docs" / "bench-results.json")
+    args.png = args.png or (RESULTS / "quick.png" if args.quick else ROOT / "docs" / "bench.png")
+    return args
 
 
 def mb(n: float) -> str:
     return f"{n / 2**20:.1f} MiB"
 
 
-def fmt(x: float | None, spec: str = ".4f", suffix: str = "") -> str:
-    return "—" if x is None else f"{x:{spec}}{suffix}"
+def markdown(header: list[str], rows: list[list]) -> str:
+    return "\n".join("| " + " | ".join(map(str, row)) + " |" for row in [header, ["---"] * len(header), *rows])
 
 
 def table(title: str, header: list[str], rows: list[list], notes: tuple[str, ...] = ()) -> None:
     """A markdown table (it pastes into the docs as it is), then ``notes``, one per line."""
-    print(f"\n{title}\n")
-    for row in [header, ["---"] * len(header), *rows]:
-        print("| " + " | ".join(str(cell) for cell in row) + " |")
-    for note in notes:
-        print(f"  {note}")
+    print(f"\n{title}\n\n{markdown(header, rows)}" + "".join(f"\n  {note}" for note in notes))
 
 
 def meta(**extra) -> dict:
     """What was measured, with what, where and when (the head of every JSON result)."""
     import keras
 
-    backend = keras.backend.backend()
-    try:
-        backend_version = importlib.metadata.version(backend)
-    except importlib.metadata.PackageNotFoundError:
-        backend_version = None
+    git = ["git", "-C", str(ROOT)]
+    head = subprocess.run([*git, "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+    dirty = subprocess.run([*git, "status", "--porcelain", "keras_pickle"], capture_output=True, text=True).stdout
     return {
         "keras": keras.__version__,
         "keras_pickle": keras_pickle.__version__,
-        "keras_pickle_source": source_revision(),
-        "backend": backend,
-        "backend_version": backend_version,
+        "keras_pickle_source": (head or "no git") + ("+dirty" if dirty.strip() else ""),
+        "backend": keras.backend.backend(),
+        "backend_version": getattr(sys.modules.get(keras.backend.backend()), "__version__", None),
         "numpy": np.__version__,
         "python": platform.python_version(),
         "platform": platform.platform(),
         "cpus": os.cpu_count(),
         "load_average": os.getloadavg(),
-        "command": command(),
+        "command": " ".join(sys.argv),
         "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         **extra,
     }
-
-
-def command() -> str:
-    return " ".join(sys.argv)
 
 
 def write_json(path: Path, results: dict) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(results, indent=2, default=str) + "\n")
     print(f"results written to {path}")
-
-
-def source_revision() -> str:
-    """Which keras_pickle source is measured: its git commit ("+dirty" for local changes) and a digest
-    of its .py files, so that edits during a run show."""
-    import hashlib
-
-    package = Path(keras_pickle.__file__).resolve().parent
-    digest = hashlib.sha256()
-    for path in sorted(package.rglob("*.py")):
-        digest.update(str(path.relative_to(package)).encode() + b"\0" + path.read_bytes())
-    try:
-        git = ["git", "-C", str(package)]
-        commit = subprocess.run([*git, "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
-        dirty = subprocess.run([*git, "status", "--porcelain", "--", "."], capture_output=True, text=True).stdout
-        head = commit.stdout.strip() + ("+dirty" if dirty.strip() else "") if commit.returncode == 0 else "no git"
-    except OSError:
-        head = "no git"
-    return f"{head} sha256:{digest.hexdigest()[:12]}"

@@ -61,22 +61,25 @@ MAX_PARAMS = 250_000_000  # ConvNeXtXLarge (348M): Keras's own loads would need 
 
 @dataclasses.dataclass
 class Case:
-    name: str
-    group: str
     make: Callable[[], tuple[Any, Any, Any]]  # -> (model ready to pickle, x, y)
+    group: str
     predict: Callable = lambda model, x: model(x, training=False)
     step: Callable = models.fit_step
     models: Callable = lambda obj: [obj]  # the Keras models the object holds
     joblib: bool = False  # carried by joblib.dump / joblib.load
-    tensorflow_only: bool = False
+    tensorflow_only: bool = False  # trains with tf.GradientTape
 
 
-def cases(max_params: int = MAX_PARAMS) -> list[Case]:
+def cases(max_params: int = MAX_PARAMS) -> dict[str, Case]:
     apps = vars(keras.applications).items()
     names = sorted(n for n, f in apps if inspect.isfunction(f) and "weights" in inspect.signature(f).parameters)
+    found = {n: Case(lambda n=n: models.application(n, max_params), "keras.applications") for n in names}
     tiny = {"vocabulary_size": 64, "num_layers": 2, "hidden_dim": 16, "intermediate_dim": 32}
-    heads = {"num_query_heads": 2, "num_key_value_heads": 1}
+    heads = {"num_query_heads": 2, "num_key_value_heads": 1, **tiny}
     vit = {"image_shape": (32, 32, 3), "patch_size": 8, "num_layers": 2, "num_heads": 2, "hidden_dim": 16}
+    hub = {"BertBackbone": {"num_heads": 2, **tiny}, "GPT2Backbone": {"num_heads": 2, **tiny}}
+    hub.update(GemmaBackbone={"head_dim": 8, **heads}, LlamaBackbone=heads, ViTBackbone={"mlp_dim": 32, **vit})
+    found.update({c: Case(lambda c=c, kw=kw: models.backbone(c, **kw), "keras_hub") for c, kw in hub.items()})
 
     def predict(model, x):  # tasks preprocess their inputs
         return model.predict(x, batch_size=models.BATCH, verbose=0)
@@ -86,36 +89,31 @@ def cases(max_params: int = MAX_PARAMS) -> list[Case]:
 
         return model(keras.tree.map_structure(tf.constant, x), training=False)
 
-    def hub(cls, **kwargs):
-        return Case(cls, "keras_hub", lambda: models.backbone(cls, **kwargs))
-
     def generate_and_judge(model, x):
         return model.generator(keras.ops.ones((models.BATCH, 8))), model.discriminator(x)
 
+    tasks = {
+        "BertTextClassifier": lambda: models.bert_classifier(used=False),
+        "BertTextClassifier (used)": lambda: models.bert_classifier(used=True),
+        "GPT2CausalLM": lambda: models.gpt2_causal_lm(used=False),
+        "GPT2CausalLM (used)": lambda: models.gpt2_causal_lm(used=True),
+        "GPT2CausalLM (used, TopKSampler)": lambda: models.gpt2_causal_lm(True, top_k=True),
+    }
+    found.update({name: Case(make, "keras_hub", predict) for name, make in tasks.items()})
     sweep = models.from_tests("sweep_models")
-    return [
-        *(Case(name, "keras.applications", lambda name=name: models.application(name, max_params)) for name in names),
-        hub("BertBackbone", num_heads=2, **tiny),
-        hub("GPT2Backbone", num_heads=2, **tiny),
-        hub("GemmaBackbone", head_dim=8, **heads, **tiny),
-        hub("LlamaBackbone", **heads, **tiny),
-        hub("ViTBackbone", mlp_dim=32, **vit),
-        Case("BertTextClassifier", "keras_hub", lambda: models.bert_classifier(used=False), predict),
-        Case("BertTextClassifier (used)", "keras_hub", lambda: models.bert_classifier(used=True), predict),
-        Case("GPT2CausalLM", "keras_hub", lambda: models.gpt2_causal_lm(used=False), predict),
-        Case("GPT2CausalLM (used)", "keras_hub", lambda: models.gpt2_causal_lm(used=True), predict),
-        Case("GPT2CausalLM (used, TopKSampler)", "keras_hub", lambda: models.gpt2_causal_lm(True, top_k=True), predict),
-        Case("VAE", "keras.io", models.conv_vae, lambda m, x: m.decoder(m.encoder(x)[0]), tensorflow_only=True),
-        Case("GAN", "keras.io", models.conv_gan, generate_and_judge, tensorflow_only=True),
-        Case("stateful LSTM", "keras.io", models.stateful_lstm),
-        Case("adapted preprocessing", "keras.io", models.adapted_preprocessing, on_tensors, models.dataset_step),
-        Case("int8 Dense", "keras.io", lambda: models.small_dense("int8")),
-        Case("LoRA Dense", "keras.io", lambda: models.small_dense("lora")),
-        *(
-            Case(name, "second sweep", case.make, case.predict, case.step, case.models, case.joblib)
-            for name, case in sweep.CASES.items()
-        ),
-    ]
+    found.update(
+        {
+            "VAE": Case(models.conv_vae, "keras.io", lambda m, x: m.decoder(m.encoder(x)[0]), tensorflow_only=True),
+            "GAN": Case(models.conv_gan, "keras.io", generate_and_judge, tensorflow_only=True),
+            "stateful LSTM": Case(models.stateful_lstm, "keras.io"),
+            "adapted preprocessing": Case(models.adapted_preprocessing, "keras.io", on_tensors, models.dataset_step),
+            "int8 Dense": Case(sweep.make_int8, "keras.io"),
+            "LoRA Dense": Case(models.lora_dense, "keras.io"),
+        }
+    )
+    return found | {
+        n: Case(c.make, "second sweep", c.predict, c.step, c.models, c.joblib) for n, c in sweep.CASES.items()
+    }
 
 
 # --------------------------------------------------------------------------
@@ -167,10 +165,10 @@ def payload(tmp: Path, name: str, kind: str) -> Path:
 
 def child(impl: str, tmp: Path, names: list[str]) -> None:
     """In a fresh process: load each payload of one implementation, observe it, emit what was seen."""
-    by_name = {case.name: case for case in cases()}
+    every = cases()
     pickle.loads((tmp / f"warmup.{impl}.pkl").read_bytes())  # first-load imports are not timed
     for name in names:
-        case, data = by_name[name], payload(tmp, name, impl).read_bytes()
+        case, data = every[name], payload(tmp, name, impl).read_bytes()
         x, y = pickle.loads(payload(tmp, name, "data").read_bytes())
         gc.collect()
         assert impl == KP or not keras_pickle.is_installed()
@@ -201,8 +199,8 @@ def load_in_children(impl: str, names: list[str], tmp: Path) -> dict[str, dict]:
     return results
 
 
-def measure(case: Case, tmp: Path) -> dict:
-    record: dict[str, Any] = {"name": case.name, "group": case.group}
+def measure(name: str, case: Case, tmp: Path) -> dict:
+    record: dict[str, Any] = {"name": name, "group": case.group}
     common.use(KP)  # constructed while installed: keras_pickle records constructor arguments
     keras.utils.set_random_seed(0)
     try:
@@ -212,20 +210,17 @@ def measure(case: Case, tmp: Path) -> dict:
     except Exception as e:
         return {**record, "error": failure("build", e)}
     record["params"] = int(sum(np.prod(v.shape) for m in case.models(model) for v in m.weights))
-    payload(tmp, case.name, "data").write_bytes(pickle.dumps((x, y)))
+    payload(tmp, name, "data").write_bytes(pickle.dumps((x, y)))
     for impl in IMPLS:
         common.use(impl)
         gc.collect()
         try:
-            start = time.perf_counter()
+            start, buffer = time.perf_counter(), io.BytesIO()
             if case.joblib:
-                buffer = io.BytesIO()
                 joblib.dump(model, buffer)
-                data = buffer.getvalue()
-            else:
-                data = pickle.dumps(model, protocol=5)
+            data = buffer.getvalue() if case.joblib else pickle.dumps(model, protocol=5)
             record[impl] = {"dumps_s": time.perf_counter() - start, "bytes": len(data)}
-            payload(tmp, case.name, impl).write_bytes(data)
+            payload(tmp, name, impl).write_bytes(data)
         except Exception as e:
             record[impl] = {"error": failure("dumps", e)}
     common.use(KP)
@@ -257,18 +252,17 @@ def verdict(record: dict, impl: str, loaded: dict) -> dict:
     return v
 
 
-def run(selected: list[Case], tmp: Path, started: float) -> list[dict]:
+def run(selected: dict[str, Case], tmp: Path, started: float) -> list[dict]:
     """Measure each case; whenever BATCH_BYTES of payloads are written, load them in children."""
-    records, pending, pending_bytes = [], [], 0
-    for i, case in enumerate(selected):
-        records.append(record := measure(case, tmp))
+    records, pending = [], []
+    for i, (name, case) in enumerate(selected.items()):
+        records.append(record := measure(name, case, tmp))
         sizes = [record[impl].get("bytes", 0) for impl in IMPLS if impl in record]
         status = record.get("skipped") or record.get("error") or f"{record['params']:,} params, payloads {sizes} B"
-        print(f"{time.perf_counter() - started:7.1f}s  dumped {case.name}: {status}", flush=True)
-        if "reference" in record:
-            pending.append(record)
-            pending_bytes += sum(sizes)
-        if pending and (pending_bytes > BATCH_BYTES or i == len(selected) - 1):
+        print(f"{time.perf_counter() - started:7.1f}s  dumped {name}: {status}", flush=True)
+        pending += [record] if "reference" in record else []
+        written = sum(r[impl].get("bytes", 0) for r in pending for impl in IMPLS)
+        if pending and (written > BATCH_BYTES or i == len(selected) - 1):
             print(f"{time.perf_counter() - started:7.1f}s  loading {len(pending)} model(s) in fresh processes")
             for impl in IMPLS:
                 loaded = load_in_children(impl, [r["name"] for r in pending if "dumps_s" in r[impl]], tmp)
@@ -277,7 +271,7 @@ def run(selected: list[Case], tmp: Path, started: float) -> list[dict]:
             for path in tmp.glob("*.pkl"):
                 if not path.name.startswith("warmup."):
                     path.unlink()
-            pending, pending_bytes = [], 0
+            pending = []
     return records
 
 
@@ -287,10 +281,6 @@ def run(selected: list[Case], tmp: Path, started: float) -> list[dict]:
 
 HEADER = ["model", "params", *(f"{i} {c}" for i in ("Keras", "kp") for c in ("loads", "state", "preds", "next", "s"))]
 HEADER.append("ratio")
-
-
-def passed(record: dict, impl: str) -> bool:
-    return impl in record.get("verdicts", {}) and all(record["verdicts"][impl][c] is True for c in CHECKS)
 
 
 def rows(records: list[dict]) -> list[list[str]]:
@@ -358,11 +348,14 @@ def main(argv: list[str] | None = None) -> int:
     if args.child:
         child(args.child[0], Path(args.child[1]), args.child[2:])
         return 0
-    every = [c for c in cases(args.max_params) if keras.backend.backend() == "tensorflow" or not c.tensorflow_only]
-    wanted = args.only or (QUICK if args.quick else [c.name for c in every])
-    unknown = set(wanted) - {c.name for c in every}
-    if unknown:
-        raise SystemExit(f"unknown model(s) {sorted(unknown)}; known: {[c.name for c in every]}")
+    every = {
+        n: c
+        for n, c in cases(args.max_params).items()
+        if keras.backend.backend() == "tensorflow" or not c.tensorflow_only
+    }
+    wanted = args.only or (QUICK if args.quick else list(every))
+    if set(wanted) - set(every):
+        raise SystemExit(f"unknown model(s) {sorted(set(wanted) - set(every))}; known: {list(every)}")
     started, tmp = time.perf_counter(), Path(tempfile.mkdtemp(prefix="keras-pickle-zoo-"))
     try:
         warm = keras.Sequential([keras.Input((4,)), keras.layers.Dense(4)])
@@ -370,26 +363,33 @@ def main(argv: list[str] | None = None) -> int:
         for impl in IMPLS:
             common.use(impl)
             (tmp / f"warmup.{impl}.pkl").write_bytes(pickle.dumps(warm, protocol=5))
-        records = run([c for c in every if c.name in wanted], tmp, started)
+        records = run({n: c for n, c in every.items() if n in wanted}, tmp, started)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    table = ["| " + " | ".join(row) + " |" for row in [HEADER, ["---"] * len(HEADER), *rows(records)]]
-    print("\n" + "\n".join(table) + "\n\n" + "\n".join(f"  {line}" for line in problems(records)))
+    table = common.markdown(HEADER, rows(records))
+    print("\n" + table + "\n\n" + "\n".join(f"  {line}" for line in problems(records)))
     info = {"keras": keras.__version__, "keras_hub": keras_hub.__version__, "tensorflow": tf.__version__}
     info.update(keras_pickle=keras_pickle.__version__, backend=keras.backend.backend())
-    bad = [r["name"] for r in records if "skipped" not in r and not passed(r, KP)]
+    bad = [
+        r["name"]
+        for r in records
+        if "skipped" not in r and not all(r.get("verdicts", {}).get(KP, {}).get(c) is True for c in CHECKS)
+    ]
     elapsed, command = time.perf_counter() - started, ["python", "-m", "benchmarks", "model_zoo", *(argv or [])]
     report = {"command": command, "when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "versions": info}
-    report.update(elapsed_s=elapsed, keras_pickle_failed=bad, records=records)
-    common.write_json(args.json or common.RESULTS / "zoo.json", report)
+    common.write_json(
+        args.json or common.RESULTS / "zoo.json",
+        {**report, "elapsed_s": elapsed, "keras_pickle_failed": bad, "records": records},
+    )
     md = args.md or (common.RESULTS / "zoo-quick.md" if args.quick else common.ROOT / "docs" / "zoo.md")
+    md.parent.mkdir(parents=True, exist_ok=True)
     md.write_text(
         MARKDOWN.format(
             command=shlex.join(command),
             when=report["when"],
             versions=", ".join(f"{k} {v}" for k, v in info.items()),
             minutes=elapsed / 60,
-            table="\n".join(table),
+            table=table,
             failures="\n".join(f"- {line}" for line in problems(records) or ["nothing"]),
         )
     )

@@ -23,27 +23,21 @@ def rng(seed: int = 0) -> np.random.Generator:
 
 
 # --------------------------------------------------------------------------
-# bench: each built from a JSON-able spec (a memory child rebuilds it); quick = a tiny one of the same kind
+# bench, backends, checksum, joblib_parallel, tf_keras_pickling: each built from a JSON-able spec (a
+# memory child rebuilds it); quick = a tiny one of the same kind
 # --------------------------------------------------------------------------
 
 
-def dense_stack(width: int, depth: int) -> keras.Model:
-    """``depth`` x Dense(``width``, relu) on ``width`` inputs, Adam, trained one step (its slots exist)."""
-    model = keras.Sequential([keras.Input((width,))] + [layers.Dense(width, activation="relu") for _ in range(depth)])
-    model.compile(optimizer=keras.optimizers.Adam(1e-3), loss="mse")
-    x = rng().normal(size=(32, width)).astype("float32")
-    model.train_on_batch(x, x)
-    return model
-
-
-def mlp3(quick: bool = False) -> keras.Model:
-    """A 3-layer MLP (32 -> 64 -> 64 -> 10) compiled with Adam, after one ``fit`` step (slots exist)."""
-    hidden = [layers.Dense(64, activation="relu"), layers.Dense(64, activation="relu")]
-    model = keras.Sequential([keras.Input((32,)), *hidden, layers.Dense(10)])
-    model.compile(optimizer=keras.optimizers.Adam(1e-3), loss="mse")
-    draw = rng()
-    x, y = draw.normal(size=(32, 32)).astype("float32"), draw.normal(size=(32, 10)).astype("float32")
-    model.fit(x, y, batch_size=32, epochs=1, verbose=0)
+def dense_net(features: int, widths, k=keras, fitted: bool = True):
+    """Dense layers on ``features`` inputs (relu but the last); with ``fitted``, Adam and one ``fit`` step, so
+    that its slots exist. ``k``: ``keras`` or ``tf_keras``."""
+    last = len(widths) - 1
+    dense = [k.layers.Dense(w, activation="relu" if i < last else None) for i, w in enumerate(widths)]
+    model = k.Sequential([k.Input((features,)), *dense])
+    if fitted:
+        model.compile(optimizer=k.optimizers.Adam(1e-3), loss="mse")
+        x = rng().normal(size=(32, features)).astype("float32")
+        model.fit(x, np.zeros((32, widths[-1]), "float32"), batch_size=32, epochs=1, verbose=0)
     return model
 
 
@@ -67,56 +61,38 @@ def tiny_convnet(*, squeeze_excite: bool = False, residual_only: bool = False) -
     return keras.Model(inputs, layers.Dense(10, activation="softmax")(x))
 
 
-def deep_mlp(depth: int) -> keras.Model:
-    return keras.Sequential([keras.Input((32,))] + [layers.Dense(32) for _ in range(depth)])
+apps = keras.applications
+BENCH = {  # bench's models, in the order it measures them: name -> quick -> model
+    "mlp3": lambda quick: dense_net(32, (64, 64, 10)),  # 32 -> 64 -> 64 -> 10, Adam, one fit step
+    "mobilenetv3small": lambda q: tiny_convnet() if q else apps.MobileNetV3Small(input_shape=(96, 96, 3), weights=None),
+    "efficientnetb0": lambda q: tiny_convnet(squeeze_excite=True) if q else apps.EfficientNetB0(weights=None),
+    "resnet50": lambda q: tiny_convnet(residual_only=True) if q else apps.ResNet50(weights=None),
+    "deep150": lambda q: dense_net(32, (32,) * (15 if q else 150), fitted=False),
+    "dense100mb": lambda q: dense_net(64 if q else 2048, (64 if q else 2048,) * 6),  # 96 MiB, 288 MiB with slots
+}
+TF_KERAS = {"small": (16, (32, 32, 1)), "100mb": (2560, (2560,) * 4)}  # tf-keras models: input features, widths
 
 
-def wide_mlp(params: int) -> keras.Model:
-    """4 Dense(w) layers on w inputs, w chosen so the model has about ``params`` parameters."""
-    width = max(2, int(round((params / 4) ** 0.5)))
-    return keras.Sequential([keras.Input((width,))] + [layers.Dense(width) for _ in range(4)])
-
-
-def mobilenetv3small(quick: bool = False) -> keras.Model:
-    return tiny_convnet() if quick else keras.applications.MobileNetV3Small(input_shape=(96, 96, 3), weights=None)
-
-
-def efficientnetb0(quick: bool = False) -> keras.Model:
-    return tiny_convnet(squeeze_excite=True) if quick else keras.applications.EfficientNetB0(weights=None)
-
-
-def resnet50(quick: bool = False) -> keras.Model:
-    return tiny_convnet(residual_only=True) if quick else keras.applications.ResNet50(weights=None)
-
-
-def deep150(quick: bool = False) -> keras.Model:
-    return deep_mlp(15 if quick else 150)
-
-
-def dense100mb(quick: bool = False) -> keras.Model:
-    """6 x Dense(2048): 96 MiB of weights, 288 MiB with Adam's slots."""
-    return dense_stack(64 if quick else 2048, 6)
-
-
-BENCH = {f.__name__: f for f in (mlp3, mobilenetv3small, efficientnetb0, resnet50, deep150, dense100mb)}
-"""bench's models, in the order it measures them."""
-
-
-def build(spec: dict) -> keras.Model:
+def build(spec: dict):
     """A model from a spec: ``{"kind": a BENCH name, "quick": bool}``, ``{"kind": "wide", "params": n}``
-    or ``{"kind": "depth", "depth": n}``."""
+    (4 equal Dense layers, no optimizer), ``{"kind": "depth", "depth": n}`` (n x Dense(32)) or
+    ``{"kind": "tf_keras", "name": a TF_KERAS name}``."""
     if spec["kind"] == "wide":
-        return wide_mlp(spec["params"])
+        width = max(2, int(round((spec["params"] / 4) ** 0.5)))
+        return dense_net(width, (width,) * 4, fitted=False)
     if spec["kind"] == "depth":
-        return deep_mlp(spec["depth"])
+        return dense_net(32, (32,) * spec["depth"], fitted=False)
+    if spec["kind"] == "tf_keras":
+        import tf_keras
+
+        return dense_net(*TF_KERAS[spec["name"]], k=tf_keras)
     return BENCH[spec["kind"]](spec.get("quick", False))
 
 
 def tiny_spec(spec: dict) -> dict:
     """A small model of the same kind, to warm code paths up."""
-    return {"wide": {"kind": "wide", "params": 10_000}, "depth": {"kind": "depth", "depth": 3}}.get(
-        spec["kind"], {"kind": spec["kind"], "quick": True}
-    )
+    tiny = {"wide": {"params": 10_000}, "depth": {"depth": 3}, "tf_keras": {"name": "small"}}
+    return {"kind": spec["kind"], **tiny.get(spec["kind"], {"quick": True})}
 
 
 # --------------------------------------------------------------------------
@@ -355,19 +331,16 @@ def adapted_preprocessing():
     return trained(keras.Model(inputs, layers.Dense(1)(h)), x, np.ones((BATCH, 1)), dataset_step, loss="mse")
 
 
-def small_dense(variant: str):
-    """Dense(16) -> Dense(3), int8-quantized (``variant="int8"``) or with LoRA on the first layer."""
+def lora_dense():
+    """Dense(16) -> Dense(3), LoRA on the first layer (the int8 one is tests/sweep_models.py's)."""
     model = keras.Sequential([keras.Input((8,)), layers.Dense(16, activation="relu"), layers.Dense(3)])
-    if variant == "int8":
-        model.quantize("int8")
-    else:
-        model.layers[0].enable_lora(rank=2)
+    model.layers[0].enable_lora(rank=2)
     x = rng().normal(size=(BATCH, 8)).astype("float32")
     return trained(model, x, np.arange(BATCH) % 3, loss="sparse_categorical_crossentropy")
 
 
 # --------------------------------------------------------------------------
-# behaviour, tf-keras, and the model modules the tests own
+# behaviour, and the model modules the tests own
 # --------------------------------------------------------------------------
 
 
@@ -380,24 +353,6 @@ def custom_layer_model(custom: bool = True) -> keras.Model:
     model = keras.Sequential([keras.Input((4,)), layers.Dense(8), layers.Dropout(0.3, seed=1), last])
     model.compile("adam", "mse")
     model.fit(rng().normal(size=(16, 4)).astype("float32"), np.ones((16, 8), "float32"), verbose=0)
-    return model
-
-
-TF_KERAS = {"small": (16, (32, 32, 1)), "100mb": (2560, (2560, 2560, 2560, 2560))}  # input features, Dense widths
-
-
-def tf_keras_model(name: str):
-    """tf-keras Dense layers (relu but the last), Adam, trained one step (its slots exist)."""
-    import tensorflow as tf
-    import tf_keras
-
-    features, widths = TF_KERAS[name]
-    tf.random.set_seed(0)
-    dense = [tf_keras.layers.Dense(w, activation="relu") for w in widths[:-1]] + [tf_keras.layers.Dense(widths[-1])]
-    model = tf_keras.Sequential([tf_keras.Input((features,)), *dense])
-    model.compile(tf_keras.optimizers.Adam(1e-3), "mse")
-    x = rng().random((8, features), dtype=np.float32)
-    model.fit(x, np.zeros((8, widths[-1]), "float32"), epochs=1, batch_size=8, verbose=0)
     return model
 
 

@@ -9,7 +9,6 @@ for ``inspect`` and ``--help``)::
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import subprocess
@@ -23,11 +22,10 @@ FRAMEWORKS = ("keras", "tensorflow", "jax", "torch")
 # Runs ``python -m keras_pickle ARGS`` (or plain code after -c) and reports which frameworks got imported.
 PROBE = f"""
 import json, runpy, sys
-args = sys.argv[1:]
-if args[:1] == ["-c"]:
-    exec(args[1])
+if sys.argv[1:2] == ["-c"]:
+    exec(sys.argv[2])
 else:
-    sys.argv = ["keras_pickle", *args]
+    sys.argv[0] = "keras_pickle"
     try:
         runpy.run_module("keras_pickle", run_name="__main__", alter_sys=True)
     except SystemExit:
@@ -35,14 +33,13 @@ else:
 sys.stdout.flush()
 print(json.dumps(sorted({{m.split(".")[0] for m in sys.modules}} & set({FRAMEWORKS!r}))), file=sys.stderr)
 """
-ENV = {**os.environ, "PYTHONPATH": str(common.ROOT), "TF_CPP_MIN_LOG_LEVEL": "3"}
 
 
 def time_command(args: list[str], repeat: int, cwd: str) -> tuple[float, list[str]]:
     best, frameworks = float("inf"), []
     for _ in range(repeat):
         start = time.perf_counter()
-        result = subprocess.run(args, cwd=cwd, env=ENV, capture_output=True, text=True, timeout=600)
+        result = subprocess.run(args, cwd=cwd, env=common.env(), capture_output=True, text=True, timeout=600)
         best = min(best, time.perf_counter() - start)
         if result.returncode != 0:
             raise SystemExit(f"{' '.join(args)} failed:\n{result.stderr}")
@@ -52,16 +49,14 @@ def time_command(args: list[str], repeat: int, cwd: str) -> tuple[float, list[st
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeat", type=int, default=5, help="runs per command; the best is kept")
-    args = parser.parse_args(argv)
+    args = common.parser(__doc__, repeat=5, quick=False).parse_args(argv)
     with tempfile.TemporaryDirectory() as directory:
         payload = os.path.join(directory, "model.pkl")  # a one-layer model's, written in a child: this one stays light
         code = "import pickle, keras, keras_pickle; keras_pickle.install()\n"
         code += (
             f"open({payload!r}, 'wb').write(pickle.dumps(keras.Sequential([keras.Input((8,)), keras.layers.Dense(4)])))"
         )
-        subprocess.run([sys.executable, "-c", code], check=True, env=ENV, capture_output=True, timeout=600)
+        subprocess.run([sys.executable, "-c", code], check=True, env=common.env(), capture_output=True, timeout=600)
         probe = [sys.executable, "-c", PROBE]
         commands = {
             "python -c pass": [sys.executable, "-c", "pass"],

@@ -1,7 +1,7 @@
 """The ``keras-pickle`` command: ``demo``, ``check``, ``inspect`` and ``bench``.
 
 Help and usage errors come first, for every command, before Keras or a backend
-is imported (``bench`` parses its arguments with ``benchmarks._bench_args``
+is imported (``bench`` parses its arguments with ``benchmarks.common.bench_args``
 before it imports ``benchmarks.bench``; ``check`` imports its target before Keras, so a
 target that cannot be imported is named at once). ``inspect`` imports neither
 Keras nor a backend at all (it reads bytes; it starts in the time Python does);
@@ -143,7 +143,7 @@ def _check_command(target: str, *, as_json: bool, verbose: bool) -> int:
 def _bench_command(bench_args: list[str]) -> int:
     """Run ``python -m benchmarks bench`` from the source tree keras_pickle is installed from.
 
-    Its arguments are parsed first by ``benchmarks._bench_args``, which imports no Keras:
+    Its arguments are parsed first by ``benchmarks.common.bench_args``, which imports no Keras:
     ``--help`` and usage errors answer before ``benchmarks.bench`` imports Keras and a backend.
     """
     source = Path(__file__).resolve().parent.parent
@@ -152,7 +152,7 @@ def _bench_command(bench_args: list[str]) -> int:
         return 2
     if str(source) not in sys.path:
         sys.path.insert(0, str(source))
-    args = importlib.import_module("benchmarks._bench_args").parse_args(bench_args)
+    args = importlib.import_module("benchmarks.common").bench_args(bench_args)
     _logging(verbose=args.verbose)
     with _quiet.quietly(not args.verbose):
         bench = importlib.import_module("benchmarks.bench")  # imports Keras
