@@ -1,21 +1,11 @@
 """Per backend, on the CPU or an accelerator: Keras's own pickling vs keras_pickle, and the in-band floor.
 
-Keras picks its backend once per process: each backend is measured in a child process of its own
-(``KERAS_BACKEND`` set). The child builds ``--depth`` x Dense(``--width``) + Adam, trained one step so
-that its slots exist (default 6 x 2048, bench's dense100mb: 96 MiB of weights, 288 MiB of state), every
-variable where Keras puts it (a GPU where there is one), and times, interleaved, best of ``--repeat``,
-with bench's measurements (``bench.vs_keras``, ``bench.floor_dumps``):
-
-* Keras's own path and keras_pickle's: dumps in band (``pickle.dumps(model, protocol=5)``), dumps out
-  of band (with a ``buffer_callback``), loads of each one's own out-of-band payload, ``copy.deepcopy``;
-  every result checked to hold every variable, equal, on the original's device;
-* in-band writers against bench's floor (Keras's config JSON plus one copy of the state bytes):
-  ``pickle.dumps(model, protocol=5)`` and ``keras_pickle.dumps(model, protocol=5)``, goal <= 1.3x.
-
-It also counts how many of the buffers keras_pickle's out-of-band dumps hands out share memory with
-the live variables (zero-copy) and how many are copies, by address range (JAX:
-``unsafe_buffer_pointer``, PyTorch: ``data_ptr``, TensorFlow: two reads held at once that alias are its
-buffer; "n/a" where no address can be had)::
+Each backend in a child process of its own (``KERAS_BACKEND`` set), on ``--depth`` x Dense(``--width``)
++ Adam after one step (default: bench's dense100mb, 288 MiB of state), every variable where Keras puts
+it, with bench's measurements (``bench.vs_keras``, ``bench.floor_dumps``; each result checked for its
+values and its device): dumps in band and out of band, loads of each one's own out-of-band payload and
+``copy.deepcopy``; ``pickle.dumps`` and ``keras_pickle.dumps`` in band against the floor (goal <= 1.3x);
+and how many out-of-band buffers are copies rather than the live variables' own memory::
 
     nice -n 19 python -m benchmarks backends [--backend NAME ...] [--repeat N] [--quick] [--json P]
     python -m benchmarks backends --backend jax torch --width 8192 --depth 4 --repeat 2   # on a GPU
@@ -52,71 +42,36 @@ def child(args: argparse.Namespace) -> dict:
         "state_bytes": common.nbytes(common.state_variables(subject.model)),
         "timings": [bench.vs_keras(subject, op, args.repeat) for op in OPS],
         "floor": bench.floor_dumps(subject, args.repeat),
-        "copies": copies(subject.model, subject.name),
+        "copies": copies(subject.model),
     }
 
 
-def copies(model, backend: str) -> dict:
-    """How many of keras_pickle's out-of-band buffers share memory with the live variables."""
-    keep: list = []  # what the ranges point into stays alive while they are compared
-
-    def address(array) -> int:
-        return array.__array_interface__["data"][0]
-
-    def storage(value) -> tuple[int, int] | None:
-        if backend == "jax":
-            return value.unsafe_buffer_pointer(), value.nbytes
-        if backend == "torch":
-            return value.data_ptr(), value.numel() * value.element_size()
-        a, b = np.asarray(value.read_value()), np.asarray(value.read_value())
-        keep.extend([a, b])
-        return (address(a), a.nbytes) if address(a) == address(b) else None
-
+def copies(model) -> dict:
+    """How many of keras_pickle's out-of-band buffers share memory with the live variables (each read as
+    ``common.raw_bytes`` does, without a copy where the backend allows it) and how many are copies."""
     common.use(common.KP)
     buffers = [np.frombuffer(b.raw(), np.uint8) for b in common.dumps(model)[1]]
-    out: dict = {"buffers": len(buffers), "buffer_bytes": int(sum(b.nbytes for b in buffers))}
-    variables = {id(v): v for v in common.state_variables(model) + [v for m in model.metrics for v in m.variables]}
-    ranges = []
-    for v in variables.values():
-        try:
-            found = storage(v.value)
-        except Exception as e:  # an API this backend lacks: no address, no guess
-            found, out["error"] = None, f"{v.path}: {e!r}"
-        if found is None:
-            return {**out, "zero_copy": None, "reason": f"no address for {v.path} on {backend}"}
-        ranges.append((found[0], found[0] + found[1]))
-    shared = [b for b in buffers if any(address(b) < end and start < address(b) + b.nbytes for start, end in ranges)]
-    return {**out, "zero_copy": len(shared), "zero_copy_bytes": int(sum(b.nbytes for b in shared))}
+    variables = common.state_variables(model) + [v for metric in model.metrics for v in metric.variables]
+    values = [common.raw_bytes(v) for v in variables]
+    copied = [b for b in buffers if not any(np.may_share_memory(b, v) for v in values)]
+    return {"buffers": len(buffers), "copies": len(copied), "copied_bytes": sum(b.nbytes for b in copied)}
 
 
 def report(results: list[dict], repeat: int) -> None:
-    label = {"dumps": "dumps out of band"}
-    rows = [
-        [
-            r["backend"],
-            label.get(t["op"], t["op"]),
-            f"{t['keras_s']:.4f}",
-            f"{t['keras_pickle_s']:.4f}",
-            f"{t['ratio']:.1f}×",
-        ]
-        for r in results
-        for t in r["timings"]
-    ]
+    rows = []
+    for r in results:
+        for t in r["timings"]:
+            op = "dumps out of band" if t["op"] == "dumps" else t["op"]
+            rows.append([r["backend"], op, f"{t['keras_s']:.4f}", f"{t['keras_pickle_s']:.4f}", f"{t['ratio']:.1f}×"])
     title = f"Keras's own pickling vs keras_pickle, best of {repeat}, ratio = Keras s / keras_pickle s"
     common.table(title, ["backend", "op", "Keras s", "keras_pickle s", "ratio"], rows)
-    print("\nIn-band dumps vs the floor (config JSON + one copy of the state bytes), goal <= 1.3×")
+    print("\nIn-band dumps vs the floor (config JSON + one copy of the state bytes), goal <= 1.3×; copies:")
+    print("out-of-band buffers that are copies (the others share memory with the live variables)")
     for r in results:
         f, c = r["floor"], r["copies"]
         writers = f"pickle.dumps {f['inband_ratio']:.2f}×, keras_pickle.dumps {f['dumps_inband_ratio']:.2f}×"
         print(f"{r['backend']} on {r['meta']['device']}: floor {f['floor_inband_s']:.4f} s; {writers}")
-        if c["zero_copy"] is None:
-            print(f"  copies: n/a of {c['buffers']} buffers ({c['reason']})")
-        else:
-            copied = c["buffer_bytes"] - c["zero_copy_bytes"]
-            print(
-                f"  copies: {c['buffers'] - c['zero_copy']} of {c['buffers']} out-of-band buffers are copies "
-                f"({common.mb(copied)}), {c['zero_copy']} share memory with the live variables"
-            )
+        print(f"  copies: {c['copies']} of {c['buffers']} ({common.mb(c['copied_bytes'])})")
         for note in f["notes"] + [n for t in r["timings"] for n in t["notes"]]:
             print(f"  note: {note}")
 

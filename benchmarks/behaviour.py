@@ -1,11 +1,11 @@
 """What survives pickling: Keras's built-in ``__reduce__`` (or tf-keras's) vs keras_pickle, side by side.
 
 Each check runs in this one process, first with keras_pickle uninstalled (Keras's own path), then
-installed, and prints one markdown row per check; a fresh-process check loads the payload in a new
-interpreter, as a worker would. Keras 3: ``benchmarks.models.custom_layer_model`` (an unregistered
-custom layer); ``--tf-keras``: the Functional model of ``tests/tf_keras_models.py`` (an unregistered
-custom layer, Dropout, BatchNormalization, AdamW), loaded where its module is importable and compared
-value by value (weights and optimizer slots)::
+installed, and prints one markdown row per check. The fresh-process check loads the payload in a new
+interpreter that never installs keras_pickle, as a worker would, and compares every value (weights and
+optimizer slots). Keras 3: ``benchmarks.models.custom_layer_model`` (an unregistered custom layer);
+``--tf-keras``: the Functional model of ``tests/tf_keras_models.py`` (an unregistered custom layer,
+Dropout, BatchNormalization, AdamW), loaded where its module is importable::
 
     python -m benchmarks behaviour [--tf-keras]
 """
@@ -20,31 +20,29 @@ import pickle
 import subprocess
 import sys
 import tempfile
-from pathlib import Path
 
 import numpy as np
 
 import keras_pickle
 from benchmarks import common, models
 
-COMPARE = """
-import numpy as np, tf_keras_models as tm
-values, saved = tm.all_values(obj), np.load(sys.argv[2])
-assert len(values) == len(saved.files) and all(np.array_equal(a, saved[f"arr_{i}"]) for i, a in enumerate(values))
-print("yes, every value bit-exact")
+FRESH = """
+import pickle, sys, numpy as np
+from benchmarks import common
+obj, saved = pickle.loads(open(sys.argv[1], "rb").read()), np.load(sys.argv[2])
+values = [np.asarray(v) for v in common.state_variables(obj)]
+same = len(values) == len(saved.files) and all(np.array_equal(a, saved[f"arr_{i}"]) for i, a in enumerate(values))
+print("yes, every value bit-exact" if same else "no: values differ")
 """
 
 
-def fresh_process_load(obj, all_values=None) -> str:
-    """Pickle ``obj``, load it in a new interpreter (tests/ on its path) and, given ``all_values``, compare
-    every value; 'yes' or the error's last line."""
+def fresh_process_load(obj) -> str:
+    """Pickle ``obj`` and load it in a new interpreter (tests/ on its path): what it says, or the error's gist."""
     with tempfile.TemporaryDirectory() as tmp:
-        Path(tmp, "obj.pkl").write_bytes(pickle.dumps(obj))
-        if all_values is not None:
-            np.savez(f"{tmp}/values.npz", *all_values(obj))
-        code = "import pickle, sys; obj = pickle.loads(open(sys.argv[1], 'rb').read())\n"
-        code += COMPARE if all_values is not None else "print('yes')"
-        argv = [sys.executable, "-c", code, f"{tmp}/obj.pkl", f"{tmp}/values.npz"]
+        with open(f"{tmp}/obj.pkl", "wb") as f:
+            f.write(pickle.dumps(obj))
+        np.savez(f"{tmp}/values.npz", *(np.asarray(v) for v in common.state_variables(obj)))
+        argv = [sys.executable, "-c", FRESH, f"{tmp}/obj.pkl", f"{tmp}/values.npz"]
         result = subprocess.run(argv, env=common.env(tests=True), capture_output=True, text=True, timeout=300)
     if result.returncode == 0:
         return result.stdout.strip().splitlines()[-1]
@@ -59,6 +57,14 @@ def same_variables(a, b) -> bool:
 
 def checks(tf_keras: bool) -> dict:
     k = importlib.import_module("tf_keras" if tf_keras else "keras")
+    if tf_keras:
+        model = models.from_tests("tf_keras_models").trained("functional")  # built once, keras_pickle installed
+
+        def make(custom: bool = True):
+            return model
+
+    else:
+        make = models.custom_layer_model
 
     def metric_state():
         metric = k.metrics.Mean()
@@ -71,20 +77,17 @@ def checks(tf_keras: bool) -> dict:
         built = "" if getattr(restored, "built", True) else ", unbuilt"
         return f"iterations {int(restored.iterations)} of {int(optimizer.iterations)}{built}"
 
+    def deepcopy_values():
+        problem = common.mismatch(model, copy.deepcopy(model))
+        return f"no: {problem}" if problem else "yes"
+
     if tf_keras:
-        tm = models.from_tests("tf_keras_models")
-        model = tm.trained("functional")  # built once, keras_pickle installed
-
-        def make():
-            return model
-
         return {
-            "load in a fresh process that imports the layer's module": lambda: fresh_process_load(model, tm.all_values),
-            "copy.deepcopy": lambda: f"no: {p}" if (p := common.mismatch(model, copy.deepcopy(model))) else "yes",
+            "load in a fresh process that imports the layer's module": lambda: fresh_process_load(model),
+            "copy.deepcopy": deepcopy_values,
             "Mean metric of [1, 2]": metric_state,
             "standalone optimizer": optimizer_state,
         }
-    make = models.custom_layer_model
 
     def protocol_0():
         pickle.loads(pickle.dumps(make(), protocol=0))

@@ -1,9 +1,9 @@
-"""Benchmark keras_pickle against Keras 3's own pickling and against "the floor", side by side, in one process.
+"""keras_pickle against Keras 3's own pickling and against "the floor", side by side, in one process.
 
 Every figure is the best of N runs, the contenders interleaved, keras_pickle installed or uninstalled
-before every single run (``common.race``); times are printed, never asserted. Every result is checked
-outside the timed region (variables after every run, outputs on a fixed batch after the first; a
-payload is loaded first): a wrong keras_pickle result raises, a wrong Keras or floor result is noted.
+before every single run (``common.race``). Every result is checked outside the timed region (variables
+after every run, outputs on a fixed batch after the first; a payload is loaded first): a wrong
+keras_pickle result raises, a wrong Keras or floor result is noted.
 
 1. Dumps vs the floor (mlp3, MobileNetV3Small(96 x 96), ResNet50, dense100mb): ``pickle.dumps(model,
    protocol=5)`` and ``keras_pickle.dumps`` in band, and with a ``buffer_callback``, against what Keras
@@ -15,15 +15,15 @@ payload is loaded first): a wrong keras_pickle result raises, a wrong Keras or f
    ``Sequential.from_config`` rebuilds the graph after every layer), and the "bound": Keras constructing
    and building the config's layers with no initializer run. Goal <= 0.5x.
 3. Keras's own pickling (``KerasSaveable.__reduce__``, a .keras zip) vs keras_pickle, protocol 5 with a
-   ``buffer_callback``: mlp3 (dumps, loads, one round trip; best of 10 x N), dense100mb (dumps, loads,
-   ten loads in a row timed as one, deepcopy), deep150 (dumps, loads), ResNet50 (dumps, loads, their sum).
+   ``buffer_callback``: mlp3 (dumps, loads, one round trip; best of 10 x N), dense100mb (dumps, loads, ten
+   loads in a row timed as one, deepcopy), deep150 (dumps, loads), ResNet50 (dumps, loads, their sum).
 4. Sweeps: dumps and loads of 4 wide Dense layers up to 1 GiB of state, and of n x Dense(32) up to 500
-   layers; a run longer than 15 s is not repeated.
+   layers (a run longer than 15 s is not repeated), and keras_pickle's log-log slope over the last three.
 5. Memory: peak extra resident memory of dumps and loads of dense100mb and of every sweep point, per
    implementation, each in a child process (``common.memory_of``).
 
-``--quick`` swaps in tiny models of each kind (a smoke test, not a measurement). Results
-go to a JSON file (default docs/bench-results.json) and a 2 x 2 chart (docs/bench.png)::
+``--quick`` swaps in tiny models of each kind (a smoke test, not a measurement). Results go to a JSON
+file (default docs/bench-results.json) and a 2 x 2 chart (docs/bench.png)::
 
     python -m benchmarks bench [--quick] [--repeat N] [--only MODEL ...] [--no-sweep] [--no-memory]
 """
@@ -37,28 +37,26 @@ import os
 import time
 import traceback
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 
 import keras
 import numpy as np
-from keras.src.backend.common import global_state  # Keras's own, for construct_layers (no public access)
+from keras.src.backend.common import global_state  # Keras's own: see construct_layers
 
 import keras_pickle
 from benchmarks import common, models
 from benchmarks.common import IMPLS, KERAS, KP, Contender, mb, race, ratio
 
-LOADS_IN_A_ROW = "10 loads in a row"
+ROW = "10 loads in a row"
 PLANS = {  # model: (dumps vs the floor, loads vs the floor, ops vs Keras's own pickling)
     "mlp3": (True, False, ("dumps", "loads", "dumps+loads")),
     "mobilenetv3small": (True, True, ()),
     "efficientnetb0": (False, True, ()),
     "resnet50": (True, True, ("dumps", "loads")),
     "deep150": (False, True, ("dumps", "loads")),
-    "dense100mb": (True, False, ("dumps", "loads", LOADS_IN_A_ROW, "deepcopy")),
+    "dense100mb": (True, False, ("dumps", "loads", ROW, "deepcopy")),
 }
 SWEEP = {"params": [1_000_000, 4_000_000, 16_000_000, 64_000_000, 2**30 // 4], "depth": [10, 30, 100, 300, 500]}
 QUICK_SWEEP = {"params": [10_000, 30_000, 100_000], "depth": [3, 10, 30]}
-SWEEP_PLAN = (False, False, ("dumps", "loads"))
 
 
 def outputs(model, batch: np.ndarray) -> np.ndarray:
@@ -123,18 +121,16 @@ def floor_dumps(subject: Subject, repeat: int) -> dict:
     row = {"model": subject.name, "state_bytes": state, "all_s": times, "notes": notes}
     row.update({f"{key}_s": min(t) for key, t in times.items()})
     row.update({f"{name}_ratio": ratio(row[f"{key}_s"], row[f"{floor}_s"]) for key, *_, floor, name in runs if floor})
-    out_of_band = sum(memoryview(buffer).nbytes for buffer in common.dumps(model)[1])
-    if out_of_band != state:
-        notes.append(f"keras_pickle hands out {out_of_band} bytes out of band, the floor copies {state}")
+    if sum(memoryview(buffer).nbytes for buffer in common.dumps(model)[1]) != state:
+        notes.append(f"keras_pickle does not hand out the state's {state} bytes out of band")
     return row
 
 
 def construct_layers(config: dict) -> list:
     """Keras constructing and building every layer a Functional or Sequential config lists, with no
-    initializer run (``keras.StatelessScope(initialize_variables=False)``): Keras's own work per layer,
-    without a graph, an initial value or a saved one; the least any rebuild from a config pays. The
-    scope registers every variable it defers in Keras's global state, which has no public reset: it is
-    put back, so that the runs do not accumulate them."""
+    initializer run (``keras.StatelessScope(initialize_variables=False)``): the least any rebuild from a
+    config pays. The scope registers each variable it defers in Keras's global state, which has no public
+    reset: it is put back, so that the runs do not accumulate them."""
     uninitialized = global_state.get_global_attribute("uninitialized_variables")
     try:
         with keras.StatelessScope(initialize_variables=False):
@@ -147,16 +143,16 @@ def floor_loads(subject: Subject, repeat: int) -> dict:
     """2. keras_pickle's loads and deepcopy against Keras's from_config + set_weights."""
     model, notes = subject.model, []
     common.use(KERAS)
-    config_json, saved = common.config_json(model), model.get_weights()
+    config, saved = common.config_json(model), model.get_weights()
     common.use(KP)
-    payload, listed = common.dumps(model), len(json.loads(config_json)["config"].get("layers", []))
+    payload, listed = common.dumps(model), len(json.loads(config)["config"].get("layers", []))
 
     def floor(linear: bool = False):  # linear: one graph build, where Sequential.from_config builds one per layer
         if linear:
-            layers = json.loads(config_json)["config"]["layers"]
+            layers = json.loads(config)["config"]["layers"]
             rebuilt = keras.Sequential([keras.saving.deserialize_keras_object(c) for c in layers])
         else:
-            rebuilt = keras.saving.deserialize_keras_object(json.loads(config_json))
+            rebuilt = keras.saving.deserialize_keras_object(json.loads(config))
         rebuilt.set_weights(saved)
         return rebuilt
 
@@ -169,22 +165,16 @@ def floor_loads(subject: Subject, repeat: int) -> dict:
     if isinstance(model, keras.Sequential):
         contenders.append(Contender("linear floor", KERAS, lambda: floor(linear=True), floor_check))
     if listed:
-        bound = Contender("construction bound", KERAS, lambda: construct_layers(json.loads(config_json)), all_layers)
-        contenders.append(bound)
-    contenders += [
-        Contender("keras_pickle loads", KP, lambda: common.loads(payload), ours),
-        Contender("keras_pickle deepcopy", KP, lambda: copy.deepcopy(model), ours),
-    ]
-    times = race(contenders, repeat, notes)
-    b = {name: min(t) for name, t in times.items()}
-    row = {"model": subject.name, "n_layers": len(model.layers), "floor_s": b["floor"]}
+        contenders.append(Contender("bound", KERAS, lambda: construct_layers(json.loads(config)), all_layers))
+    contenders.append(Contender("loads", KP, lambda: common.loads(payload), ours))
+    contenders.append(Contender("deepcopy", KP, lambda: copy.deepcopy(model), ours))
+    b = {name: min(t) for name, t in race(contenders, repeat, notes).items()}
+    row = {"model": subject.name, "n_layers": len(model.layers), "floor_s": b["floor"], "notes": notes}
+    row.update(linear_floor_s=b.get("linear floor"), construction_bound_ratio=ratio(b.get("bound"), b["floor"]))
     for op in ("loads", "deepcopy"):
-        row[f"keras_pickle_{op}_s"] = b[f"keras_pickle {op}"]
-        row[f"{op}_ratio"] = ratio(b[f"keras_pickle {op}"], b["floor"])
-        row[f"{op}_ratio_linear"] = ratio(b[f"keras_pickle {op}"], b.get("linear floor"))
-    row.update(linear_floor_s=b.get("linear floor"), construction_bound_s=b.get("construction bound"))
-    row["construction_bound_ratio"] = ratio(b.get("construction bound"), b["floor"])
-    return {**row, "all_s": times, "notes": notes}
+        row[f"keras_pickle_{op}_s"], row[f"{op}_ratio"] = b[op], ratio(b[op], b["floor"])
+        row[f"{op}_ratio_linear"] = ratio(b[op], b.get("linear floor"))
+    return row
 
 
 def vs_keras(subject: Subject, op: str, repeat: int, **extra) -> dict:
@@ -192,14 +182,15 @@ def vs_keras(subject: Subject, op: str, repeat: int, **extra) -> dict:
     model, notes = subject.model, []
 
     def contender(impl: str) -> Contender:
-        if op in ("dumps", "dumps in band"):
-            run = lambda: common.dumps(model, in_band=op == "dumps in band")  # noqa: E731
+        in_band, what = op.endswith(" in band"), op.removesuffix(" in band")
+        if what == "dumps":
+            run = lambda: common.dumps(model, in_band=in_band)  # noqa: E731
             return Contender(impl, impl, run, subject.payload_check(impl))
-        if op in ("loads", LOADS_IN_A_ROW):  # ten loads: each result dropped as the next starts, as in a worker
+        if what in ("loads", ROW):  # ten loads: each result dropped as the next starts, as in a worker
             common.use(impl)
-            payload = common.dumps(model)
+            payload = common.dumps(model, in_band=in_band)
             subject.payload_check(impl)(payload, False)
-            return Contender(impl, impl, lambda: loads_in_a_row(payload, 1 if op == "loads" else 10), subject.check())
+            return Contender(impl, impl, lambda: loads_in_a_row(payload, 10 if op == ROW else 1), subject.check())
         run = {"deepcopy": lambda: copy.deepcopy(model), "dumps+loads": lambda: common.loads(common.dumps(model))}[op]
         return Contender(impl, impl, run, subject.check())
 
@@ -239,18 +230,19 @@ def attempt(what: str, fn, into: list) -> None:
         say(f"{what} FAILED: {e!r}\n{RESULTS['errors'][-1]['traceback']}")
 
 
-def measure(name: str, model, plan: tuple, repeat: int, **extra) -> None:
-    """Everything ``plan`` (as in :data:`PLANS`) lists for one model; ``extra`` goes into each timing row."""
-    (dumps_floor, loads_floor, ops), floors = plan, RESULTS["floors"]
-    subject = Subject(name, model)
-    info = RESULTS["models"][name] = common.describe(model)
+def measure(name: str, spec: dict, repeat: int) -> None:
+    """Everything :data:`PLANS` lists for one model (a sweep point: dumps and loads), on one build of it."""
+    common.use(KP)
+    subject, floors, axis = Subject(name, models.build(spec)), RESULTS["floors"], spec.get("axis")
+    dumps_floor, loads_floor, ops = PLANS.get(name, (False, False, ("dumps", "loads")))
+    info = RESULTS["models"][name] = common.describe(subject.model)
     say(f"[{name}] {info['params']:,} params, {info['n_layers']} layers, {mb(info['state_bytes'])} state")
     if dumps_floor:
         attempt(f"[{name}] floor_dumps x{repeat}", lambda: floor_dumps(subject, repeat), floors["dumps"])
     if loads_floor:
         attempt(f"[{name}] floor_loads x{repeat}", lambda: floor_loads(subject, repeat), floors["loads"])
     for op in ops:
-        run = lambda op=op: vs_keras(subject, op, repeat, **info, **extra)  # noqa: E731
+        run = lambda op=op: vs_keras(subject, op, repeat, **info, **{"axis": axis} if axis else {})  # noqa: E731
         attempt(f"[{name}] {op} vs Keras x{repeat}", run, RESULTS["timings"])
     by_op = {r["op"]: r for r in RESULTS["timings"] if r["workload"] == name}
     if name == "resnet50" and {"dumps", "loads"} <= set(by_op):  # dumps+loads as the sum of the best of each
@@ -264,19 +256,12 @@ def drop_models() -> None:
     gc.collect()
 
 
-def sweep_specs(quick: bool) -> list[dict]:
-    points = (QUICK_SWEEP if quick else SWEEP).items()
-    return [{"axis": axis, "kind": "wide" if axis == "params" else "depth", axis: n} for axis, ns in points for n in ns]
-
-
-def run_memory(quick: bool, names: list[str], with_sweep: bool) -> None:
-    """dense100mb and every sweep point, both implementations, each in a child process, two at a time, the
-    slowest first (Keras's own reload of a deep Sequential is quadratic); ``--quick``: one child for all."""
-    jobs = [{"model": {"kind": "dense100mb", "quick": quick}, "label": "dense100mb"}] * ("dense100mb" in names)
-    sweep = [{"model": s, "label": f"{s['axis']} {s[s['axis']]}", "axis": s["axis"]} for s in sweep_specs(quick)]
-    jobs = [{**job, "impl": impl} for job in jobs + sweep * with_sweep for impl in IMPLS]
-    jobs.sort(key=lambda job: (job["impl"] == KERAS, job["model"].get("depth", 0), job["model"].get("params", 0)))
-    groups = [jobs] if quick else [[job] for job in reversed(jobs)]
+def run_memory(specs: dict[str, dict], quick: bool) -> None:
+    """Each model of ``specs``, both implementations, each in a child process, two at a time, the slowest
+    first (Keras's own reload of a deep Sequential is quadratic); ``--quick``: one child for all."""
+    jobs = [{"model": s, "label": n, "axis": s.get("axis"), "impl": i} for n, s in specs.items() for i in IMPLS]
+    jobs.sort(key=lambda job: (job["impl"] == KP, -job["model"].get("depth", 0), -job["model"].get("params", 0)))
+    groups = [jobs] if quick else [[job] for job in jobs]
     say(f"[memory] {len(jobs)} measurements in child processes")
     with ThreadPoolExecutor(2) as pool:
         for group, results in zip(groups, pool.map(common.memory, groups)):
@@ -287,8 +272,8 @@ def run_memory(quick: bool, names: list[str], with_sweep: bool) -> None:
                     say(f"{label} FAILED: {m}")
                 else:
                     RESULTS["memory"].append(m)
-                    peaks = [f"{op} {m[f'{op}_peak_extra_x']:.2f}x" for op in ("dumps", "loads")]
-                    say(f"{label} peak extra: {', '.join(peaks)} of {mb(m['state_bytes'])} state")
+                    peaks = ", ".join(f"{op} {m[f'{op}_peak_extra_x']:.2f}x" for op in ("dumps", "loads"))
+                    say(f"{label} peak extra memory: {peaks} the state")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -300,24 +285,20 @@ def main(argv: list[str] | None = None) -> int:
             common.emit(common.memory_of(spec))
             drop_models()
         return 0
-    names = args.only or list(PLANS)
-    say(f"keras_pickle {keras_pickle.__version__} from {Path(keras_pickle.__file__).parent}")
-    for name in names:
-        common.use(KP)
-        measure(name, models.BENCH[name](args.quick), PLANS[name], args.repeat * (10 if name == "mlp3" else 1))
-        drop_models()
-    for spec in [] if args.no_sweep else sweep_specs(args.quick):
-        common.use(KP)
-        name = f"{spec['axis']}={spec[spec['axis']]}"
-        measure(name, models.build(spec), SWEEP_PLAN, args.repeat, axis=spec["axis"])
+    say(f"keras_pickle {keras_pickle.__version__} from {os.path.dirname(keras_pickle.__file__)}")
+    specs = {name: {"kind": name, "quick": args.quick} for name in args.only or PLANS}
+    points = [] if args.no_sweep else [(a, n) for a, ns in (QUICK_SWEEP if args.quick else SWEEP).items() for n in ns]
+    sweep = {f"{a}={n}": {"axis": a, "kind": "wide" if a == "params" else "depth", a: n} for a, n in points}
+    for name, spec in {**specs, **sweep}.items():
+        measure(name, spec, args.repeat * (10 if name == "mlp3" else 1))  # mlp3: milliseconds per run
         drop_models()
     if not args.no_memory:
-        run_memory(args.quick, names, with_sweep=not args.no_sweep)
+        run_memory({**{k: v for k, v in specs.items() if k == "dense100mb"}, **sweep}, args.quick)
     RESULTS["slopes"] = slopes(RESULTS)
     report(RESULTS, args.repeat)
     wall = time.perf_counter() - STARTED
     common.write_json(args.json, {"meta": common.meta(quick=args.quick, repeat=args.repeat, wall_s=wall), **RESULTS})
-    if not args.no_sweep:
+    if sweep:
         title = f"Keras {keras.__version__} pickling vs keras_pickle {keras_pickle.__version__} "
         draw_chart(RESULTS, args.png, title + f"({keras.backend.backend()} backend, {os.cpu_count()} CPUs)")
     print(f"wall time {wall:.0f} s")
@@ -354,12 +335,10 @@ def slopes(results: dict) -> dict:
         for op in ("dumps", "loads"):
             rows = [r for r in results["timings"] if r.get("axis") == axis and r["op"] == op][-3:]
             out[f"{op} time vs {axis}"] = common.loglog_slope([(r[x], r["keras_pickle_s"]) for r in rows])
-    wide = sorted(
-        (m["state_bytes"], m["loads_peak_extra"])
-        for m in results["memory"]
-        if (m["impl"], m.get("axis")) == (KP, "params")
-    )
-    out["loads peak memory vs params"] = common.loglog_slope(wide[-3:])
+    memory = [
+        (m["state_bytes"], m["loads_peak_extra"]) for m in results["memory"] if (m["axis"], m["impl"]) == ("params", KP)
+    ]
+    out["loads peak memory vs params"] = common.loglog_slope(sorted(memory)[-3:])
     return out
 
 
@@ -389,21 +368,13 @@ def report(results: dict, repeat: int) -> None:
         "linear floor: keras.Sequential(deserialized layers) + set_weights",
         "bound: Keras constructing and building the config's layers with no initializer run, / floor",
     )
-    for title, sweep in (
-        ("Keras's own pickling vs keras_pickle", False),
-        ("Sweep (a run over 15 s is not repeated)", True),
-    ):
-        show(
-            f"{title}, {best_of}",
-            [r for r in results["timings"] if ("axis" in r) == sweep],
-            "workload=workload, state=state_bytes, op=op, keras=keras_s, keras_pickle=keras_pickle_s, ratio=ratio",
-            "ratio = keras / keras_pickle; protocol 5 with a buffer_callback; keras: KerasSaveable.__reduce__",
-            f"mlp3: best of {10 * repeat}, its dumps+loads one round trip; resnet50's: the sum of the best of each",
-        )
-    memory = sorted(results["memory"], key=lambda m: (m.get("axis") or "", m["state_bytes"], m["n_layers"], m["impl"]))
+    for title, sweep in (("Keras's own pickling vs keras_pickle", False), ("Sweep", True)):
+        columns = "workload=workload, state=state_bytes, op=op, keras=keras_s, keras_pickle=keras_pickle_s, ratio=ratio"
+        rows = [r for r in results["timings"] if ("axis" in r) == sweep]
+        show(f"{title}, {best_of}", rows, columns, "ratio = keras / keras_pickle; protocol 5 with a buffer_callback")
     columns = "model=label, impl=impl, state=state_bytes, dumps peak=dumps_peak_extra, dumps x=dumps_peak_extra_x, "
     columns += "loads peak=loads_peak_extra, loads x=loads_peak_extra_x"
-    show("Peak extra resident memory (child processes)", memory, columns, "VmHWM - VmRSS around it; x: / state bytes")
+    show("Peak extra resident memory (child processes)", results["memory"], columns, "VmHWM - VmRSS; x: / state")
     for r in results["timings"] + floors["dumps"] + floors["loads"]:
         for note in r.get("notes", []):
             print(f"note [{r.get('workload', r.get('model'))} {r.get('op', '')}]: {note}")
@@ -415,9 +386,9 @@ def report(results: dict, repeat: int) -> None:
         print(f"\nERROR in {e['workload']}: {e['error']}\n{e.get('traceback', '')}")
 
 
-def draw_chart(results: dict, path: Path, title: str) -> None:
-    """2 x 2, log x: time vs state size and vs depth (log y); peak extra memory (child processes) vs state size,
-    as a multiple of the state (flat: linear growth), and vs depth in MiB (log y)."""
+def draw_chart(results: dict, path, title: str) -> None:
+    """2 x 2, log x: time vs state size and vs depth (log y); peak extra memory (child processes) vs state
+    size, as a multiple of the state (flat: linear growth), and vs depth in MiB (log y)."""
     try:
         import matplotlib
     except ImportError:
@@ -427,27 +398,39 @@ def draw_chart(results: dict, path: Path, title: str) -> None:
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(2, 2, figsize=(13, 9.5))
-    labels = {"params": "state size (MiB, float32 weights)", "depth": "depth (Dense(32) layers)"}
-    for col, (axis, xlabel) in enumerate(labels.items()):
-        x = "state_bytes" if axis == "params" else "n_layers"
+    for col, axis in enumerate(("params", "depth")):
+        x, xlabel = (
+            ("state_bytes", "state size (MiB)") if axis == "params" else ("n_layers", "depth (Dense(32) layers)")
+        )
+        key, scale, ylabel = (
+            ("_peak_extra_x", 1, "peak extra RSS / state bytes")
+            if axis == "params"
+            else ("_peak_extra", 2**20, "peak extra RSS (MiB)")
+        )
         for op, impl in [(op, impl) for op in ("dumps", "loads") for impl in IMPLS]:
             times = [(r[x], r[f"{impl}_s"]) for r in results["timings"] if (r.get("axis"), r["op"]) == (axis, op)]
-            key, scale = (f"{op}_peak_extra_x", 1) if axis == "params" else (f"{op}_peak_extra", 2**20)
-            memory = sorted(
-                (m[x], m[key] / scale) for m in results["memory"] if (m["impl"], m.get("axis")) == (impl, axis)
-            )
-            for ax, xy in ((axes[0, col], times), (axes[1, col], memory)):
+            memory = [(m[x], m[op + key] / scale) for m in results["memory"] if (m["axis"], m["impl"]) == (axis, impl)]
+            for ax, xy in ((axes[0, col], times), (axes[1, col], sorted(memory))):
                 if xy:
                     xs, ys = zip(*xy)
-                    xs = [v / 2**20 for v in xs] if axis == "params" else xs
                     style, color = "-o" if op == "dumps" else "--s", "tab:red" if impl == KERAS else "tab:blue"
-                    ax.plot(xs, ys, style, color=color, label=f"{impl} {op}")
-        for row, (ax, ylabel) in enumerate(zip(axes[:, col], ("best time (s)", "peak extra RSS / state bytes"))):
+                    ax.plot(
+                        [v / 2**20 for v in xs] if axis == "params" else xs,
+                        ys,
+                        style,
+                        color=color,
+                        label=f"{impl} {op}",
+                    )
+        for row, ax in enumerate(axes[:, col]):
             logy = row == 0 or axis == "depth"
-            ylabel = "peak extra RSS (MiB)" if row and axis == "depth" else ylabel
-            ax.set(xscale="log", yscale="log" if logy else "linear", xlabel=xlabel, ylabel=ylabel)
-            name = f"{'time' if row == 0 else 'peak extra memory'} vs {xlabel.split(' (')[0]}"
-            ax.set_title(name + (" (log-log)" if logy else ""))
+            ax.set(
+                xscale="log",
+                yscale="log" if logy else "linear",
+                xlabel=xlabel,
+                ylabel=ylabel if row else "best time (s)",
+            )
+            what = "time" if row == 0 else "peak extra memory"
+            ax.set_title(f"{what} vs {xlabel.split(' (')[0]}" + (" (log-log)" if logy else ""))
             ax.grid(True, which="both", alpha=0.3)
             if ax.get_lines():
                 ax.legend(fontsize="small")

@@ -141,7 +141,7 @@ def nbytes(variables) -> int:
 
 def describe(model) -> dict:
     return {
-        "params": int(model.count_params()),
+        "params": model.count_params(),
         "state_bytes": nbytes(state_variables(model)),
         "n_layers": len(model.layers),
     }
@@ -258,13 +258,8 @@ def emit(result: Any) -> None:
 
 def env(extra: dict | None = None, *, tests: bool = False) -> dict:
     """A child's environment: TensorFlow quiet, this checkout first on its path (and tests/ with ``tests``)."""
-    paths = [str(ROOT), str(ROOT / "tests") if tests else "", os.environ.get("PYTHONPATH", "")]
-    return {
-        **os.environ,
-        "TF_CPP_MIN_LOG_LEVEL": "3",
-        **(extra or {}),
-        "PYTHONPATH": os.pathsep.join(filter(None, paths)),
-    }
+    paths = os.pathsep.join(filter(None, [str(ROOT), str(ROOT / "tests") * tests, os.environ.get("PYTHONPATH")]))
+    return {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", **(extra or {}), "PYTHONPATH": paths}
 
 
 def child(*args: str, extra: dict | None = None, tests: bool = False) -> tuple[list, str | None]:
@@ -334,24 +329,13 @@ def meta(**extra) -> dict:
     """What was measured, with what, where and when (the head of every JSON result)."""
     import keras
 
-    git = ["git", "-C", str(ROOT)]
+    backend, git = keras.backend.backend(), ["git", "-C", str(ROOT)]
     head = subprocess.run([*git, "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
     dirty = subprocess.run([*git, "status", "--porcelain", "keras_pickle"], capture_output=True, text=True).stdout
-    return {
-        "keras": keras.__version__,
-        "keras_pickle": keras_pickle.__version__,
-        "keras_pickle_source": (head or "no git") + ("+dirty" if dirty.strip() else ""),
-        "backend": keras.backend.backend(),
-        "backend_version": getattr(sys.modules.get(keras.backend.backend()), "__version__", None),
-        "numpy": np.__version__,
-        "python": platform.python_version(),
-        "platform": platform.platform(),
-        "cpus": os.cpu_count(),
-        "load_average": os.getloadavg(),
-        "command": " ".join(sys.argv),
-        "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        **extra,
-    }
+    found = {name: sys.modules[name].__version__ for name in ("keras", "keras_pickle", backend, "numpy")}
+    found.update(backend=backend, keras_pickle_source=(head or "no git") + "+dirty" * bool(dirty.strip()))
+    found.update(python=platform.python_version(), platform=platform.platform(), cpus=os.cpu_count())
+    return {**found, "load_average": os.getloadavg(), "command": " ".join(sys.argv), "date": time.ctime(), **extra}
 
 
 def write_json(path: Path, results: dict) -> None:

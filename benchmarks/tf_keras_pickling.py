@@ -3,9 +3,9 @@
 tf-keras's own ``Model.__reduce__`` writes a SavedModel into a temporary in-memory filesystem and tars
 it; keras_pickle writes its payload. For each model (``models.TF_KERAS``: Dense layers, Adam, one
 training step), interleaved (``common.race``): dumps and loads (protocol 5, in band), the first call of
-each (tf-keras traces and caches functions there) and the best of ``--repeat``, every loaded model
-checked to hold every weight and optimizer slot of the original, and, each in a fresh child process,
-the peak extra resident memory of dumps and of loads as a multiple of the state bytes
+each in the process (tf-keras traces and caches functions there) and the best of ``--repeat``, every
+loaded model checked to hold every weight and optimizer slot of the original; and, each in a fresh
+child process, the peak extra resident memory of dumps and of loads as a multiple of the state bytes
 (``common.memory_of``). What each keeps: ``python -m benchmarks behaviour --tf-keras``::
 
     python -m benchmarks tf_keras_pickling [--repeat 5] [--models small,100mb] [--no-memory]
