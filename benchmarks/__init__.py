@@ -4,8 +4,8 @@ Each runs Keras's own pickling and keras_pickle's side by side and prints ratios
 assertion: tests/benchmarks/test_bench.py runs them at their smallest size). What produces the figures the docs quote:
 
 * ``bench``: README's speed and memory tables, docs/bench-results.json, docs/bench.png, the floors and
-  the "bound" column in docs/guide.md (also ``keras-pickle bench``).
-* ``backends``: README's table per backend, the in-band floor and zero-copy counts.
+  the "bound" column in docs/guide.md (also ``keras-pickle bench``); with ``KERAS_BACKEND`` set and
+  ``--only dense100mb``, README's table per backend, its in-band floors and zero-copy counts.
 * ``behaviour``: README's "Why not Keras's built-in pickling?" table (``--tf-keras``: its tf-keras table).
 * ``checksum``: docs/guide.md's checksum table.
 * ``joblib_parallel``: README's joblib table.

@@ -7,7 +7,7 @@ import sys
 
 import benchmarks
 
-NAMES = ("bench", "backends", "behaviour", "checksum", "joblib_parallel", "model_zoo", "startup", "tf_keras_pickling")
+NAMES = ("bench", "behaviour", "checksum", "joblib_parallel", "model_zoo", "startup", "tf_keras_pickling")
 
 
 def main(argv: list[str]) -> int:

@@ -8,24 +8,29 @@ keras_pickle result raises, a wrong Keras or floor result is noted.
 1. Dumps vs the floor (mlp3, MobileNetV3Small(96 x 96), ResNet50, dense100mb): ``pickle.dumps(model,
    protocol=5)`` and ``keras_pickle.dumps`` in band, and with a ``buffer_callback``, against what Keras
    itself needs, keras_pickle uninstalled: in band, the config JSON plus exactly one copy of the state
-   bytes (``common.in_band_floor``); out of band, the config JSON alone. Goal <= 1.3x.
+   bytes (``common.in_band_floor``); out of band, the config JSON alone. Goal <= 1.3x. With it, how many
+   of the buffers handed out of band are copies rather than the live variables' own memory.
 2. Loads and deepcopy vs the floor (MobileNetV3Small, EfficientNetB0, ResNet50, deep150):
    ``deserialize_keras_object(json.loads(config))`` then ``set_weights(saved)``, keras_pickle uninstalled;
    for the Sequential also the "linear floor" (``keras.Sequential(deserialized layers)``: Keras's
    ``Sequential.from_config`` rebuilds the graph after every layer), and the "bound": Keras constructing
    and building the config's layers with no initializer run. Goal <= 0.5x.
 3. Keras's own pickling (``KerasSaveable.__reduce__``, a .keras zip) vs keras_pickle, protocol 5 with a
-   ``buffer_callback``: mlp3 (dumps, loads, one round trip; best of 10 x N), dense100mb (dumps, loads, ten
-   loads in a row timed as one, deepcopy), deep150 (dumps, loads), ResNet50 (dumps, loads, their sum).
+   ``buffer_callback``: mlp3 (dumps, loads, one round trip; best of 10 x N), dense100mb (dumps in band and
+   out of band, loads, ten loads in a row timed as one, deepcopy), deep150 (dumps, loads), ResNet50 (dumps,
+   loads, their sum).
 4. Sweeps: dumps and loads of 4 wide Dense layers up to 1 GiB of state, and of n x Dense(32) up to 500
    layers (a run longer than 15 s is not repeated), and keras_pickle's log-log slope over the last three.
 5. Memory: peak extra resident memory of dumps and loads of dense100mb and of every sweep point, per
    implementation, each in a child process (``common.memory_of``).
 
-``--quick`` swaps in tiny models of each kind (a smoke test, not a measurement). Results go to a JSON
-file (default docs/bench-results.json) and a 2 x 2 chart (docs/bench.png)::
+``--quick`` swaps in tiny models of each kind (a smoke test, not a measurement). Keras's backend is the
+one ``KERAS_BACKEND`` names, its variables where Keras puts them (an accelerator where there is one):
+every result is checked to be on the original's device. Results go to a JSON file (a full run: docs/
+bench-results.json) and a 2 x 2 chart (docs/bench.png)::
 
     python -m benchmarks bench [--quick] [--repeat N] [--only MODEL ...] [--no-sweep] [--no-memory]
+    KERAS_BACKEND=jax python -m benchmarks bench --only dense100mb --no-sweep --no-memory   # one backend's figures
 """
 
 from __future__ import annotations
@@ -53,7 +58,7 @@ PLANS = {  # model: (dumps vs the floor, loads vs the floor, ops vs Keras's own 
     "efficientnetb0": (False, True, ()),
     "resnet50": (True, True, ("dumps", "loads")),
     "deep150": (False, True, ("dumps", "loads")),
-    "dense100mb": (True, False, ("dumps", "loads", ROW, "deepcopy")),
+    "dense100mb": (True, False, ("dumps in band", "dumps", "loads", ROW, "deepcopy")),
 }
 SWEEP = {"params": [1_000_000, 4_000_000, 16_000_000, 64_000_000, 2**30 // 4], "depth": [10, 30, 100, 300, 500]}
 QUICK_SWEEP = {"params": [10_000, 30_000, 100_000], "depth": [3, 10, 30]}
@@ -121,8 +126,15 @@ def floor_dumps(subject: Subject, repeat: int) -> dict:
     row = {"model": subject.name, "state_bytes": state, "all_s": times, "notes": notes}
     row.update({f"{key}_s": min(t) for key, t in times.items()})
     row.update({f"{name}_ratio": ratio(row[f"{key}_s"], row[f"{floor}_s"]) for key, *_, floor, name in runs if floor})
-    if sum(memoryview(buffer).nbytes for buffer in common.dumps(model)[1]) != state:
+    buffers = [np.frombuffer(buffer.raw(), np.uint8) for buffer in common.dumps(model)[1]]
+    if sum(buffer.nbytes for buffer in buffers) != state:
         notes.append(f"keras_pickle does not hand out the state's {state} bytes out of band")
+    # Zero-copy: the buffers that share memory with the live variables (read as common.raw_bytes does)
+    values = [
+        common.raw_bytes(v) for v in common.state_variables(model) + [v for m in model.metrics for v in m.variables]
+    ]
+    row["buffers"] = len(buffers)
+    row["copied_buffers"] = sum(not any(np.may_share_memory(b, v) for v in values) for b in buffers)
     return row
 
 
@@ -349,10 +361,11 @@ def report(results: dict, repeat: int) -> None:
         floors["dumps"],
         "model=model, state=state_bytes, floor in band=floor_inband_s, kp.dumps=keras_pickle_dumps_inband_s, "
         "ratio=dumps_inband_ratio, pickle.dumps=keras_pickle_inband_s, ratio=inband_ratio, "
-        "floor oob=floor_oob_s, kp oob=keras_pickle_oob_s, ratio=oob_ratio",
+        "floor oob=floor_oob_s, kp oob=keras_pickle_oob_s, ratio=oob_ratio, buffers=buffers, copies=copied_buffers",
         "ratio = keras_pickle / floor (goal <= 1.3x); kp.dumps: keras_pickle.dumps(model, protocol=5); "
         "pickle.dumps: pickle.dumps(model, protocol=5), installed; kp oob: with a buffer_callback",
         "floor in band: Keras's config JSON + one copy of the state bytes; floor oob: the config JSON alone",
+        "buffers: handed out of band; copies: those that do not share memory with the live variables",
     )
     rows = []
     for r in floors["loads"]:

@@ -302,13 +302,14 @@ def bench_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--only", nargs="+", choices=BENCH_MODELS, metavar="MODEL", help=", ".join(BENCH_MODELS))
     p.add_argument("--no-sweep", action="store_true", help="skip the state-size and depth sweeps")
     p.add_argument("--no-memory", action="store_true", help="skip the memory measurements (child processes)")
-    p.add_argument("--json", type=Path, help="results (default docs/bench-results.json; --quick: benchmarks/results/)")
-    p.add_argument("--png", type=Path, help="chart (default docs/bench.png; --quick: benchmarks/results/)")
+    p.add_argument("--json", type=Path, help="results (default: docs/bench-results.json, or benchmarks/results/)")
+    p.add_argument("--png", type=Path, help="chart (default: docs/bench.png, or benchmarks/results/)")
     p.add_argument("--verbose", action="store_true", help="let TensorFlow log as it does by default")
     p.add_argument("--memory-child", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
-    args.json = args.json or (RESULTS / "quick.json" if args.quick else ROOT / "docs" / "bench-results.json")
-    args.png = args.png or (RESULTS / "quick.png" if args.quick else ROOT / "docs" / "bench.png")
+    full = not (args.quick or args.only or args.no_sweep or args.no_memory)  # only a full run goes to docs/
+    args.json = args.json or (ROOT / "docs" / "bench-results.json" if full else RESULTS / "bench.json")
+    args.png = args.png or (ROOT / "docs" / "bench.png" if full else RESULTS / "bench.png")
     return args
 
 

@@ -23,7 +23,7 @@ def rng(seed: int = 0) -> np.random.Generator:
 
 
 # --------------------------------------------------------------------------
-# bench, backends, checksum, joblib_parallel, tf_keras_pickling: each built from a JSON-able spec (a
+# bench, checksum, joblib_parallel, tf_keras_pickling: each built from a JSON-able spec (a
 # memory child rebuilds it); quick = a tiny one of the same kind
 # --------------------------------------------------------------------------
 
