@@ -1,6 +1,6 @@
 """joblib.Parallel with a model as an argument, beside the same weights as a list of numpy arrays.
 
-Per backend (a child process each, ``KERAS_BACKEND`` set), for each model (bench's ``dense100mb``:
+On the backend ``KERAS_BACKEND`` names (run it once per backend), for each model (bench's ``dense100mb``:
 96 MiB of weights, 288 MiB of state with Adam's slots; ``resnet50``: keras.applications,
 weights=None), one loky pool of 2 workers (warmed: Keras imported in both), ``--tasks`` tasks that
 each read one weight, best of ``--repeat``, interleaved (``common.race``):
@@ -16,12 +16,11 @@ per task). Prints seconds, each model path's ratio to ``arrays`` (goal: keras_pi
 keras_pickle's to ``state copied``; and what one task's argument costs a worker once on disk:
 ``joblib.load(path, mmap_mode="r")`` of a ``joblib.dump`` of the model against the arrays'::
 
-    python -m benchmarks joblib_parallel [--backend tensorflow jax torch] [--model dense100mb resnet50] [--quick]
+    KERAS_BACKEND=jax python -m benchmarks joblib_parallel [--model dense100mb resnet50] [--quick]
 """
 
 from __future__ import annotations
 
-import argparse
 import tempfile
 import time
 from pathlib import Path
@@ -31,7 +30,6 @@ import numpy as np
 from benchmarks import common
 from benchmarks.common import KERAS, KP, Contender
 
-BACKENDS = ("tensorflow", "jax", "torch")
 MODELS = ("dense100mb", "resnet50")
 
 
@@ -46,8 +44,8 @@ def copy_all(arrays: list, index: int) -> float:
     return float([np.array(a, copy=True) for a in arrays][0].reshape(-1)[index])
 
 
-def measure(backend: str, name: str, tasks: int, repeat: int, quick: bool) -> dict:
-    """In a process whose Keras runs ``backend``: every figure for one model."""
+def measure(name: str, tasks: int, repeat: int, quick: bool) -> dict:
+    """Every figure for one model, on the backend ``KERAS_BACKEND`` names."""
     import joblib
 
     from benchmarks import models
@@ -55,7 +53,7 @@ def measure(backend: str, name: str, tasks: int, repeat: int, quick: bool) -> di
     model = models.BENCH[name](quick)
     arrays = [np.asarray(v) for v in model.weights]
     state = [np.asarray(v) for v in common.state_variables(model)]
-    result = {"backend": backend, "model": name, "weight_mib": round(sum(a.nbytes for a in arrays) / 2**20, 1)}
+    result = {"model": name, "weight_mib": round(sum(a.nbytes for a in arrays) / 2**20, 1)}
     runs = {"arrays": (KP, read_one, arrays), "state copied": (KP, copy_all, state)}
     runs.update({"keras_pickle": (KP, read_one, model), "keras": (KERAS, read_one, model)})
     for label, max_nbytes in (("memmap", "1M"), ("pickled", None)):
@@ -68,8 +66,8 @@ def measure(backend: str, name: str, tasks: int, repeat: int, quick: bool) -> di
 
             notes: list[str] = []
             contenders = [Contender(key, impl, run(task, argument)) for key, (impl, task, argument) in runs.items()]
-            best = {key: min(times) for key, times in common.race(contenders, repeat, notes).items()}
-        result[label] = {**best, "notes": notes}
+            result[label] = {key: min(times) for key, times in common.race(contenders, repeat, notes).items()}
+            result[label]["notes"] = notes
     with tempfile.TemporaryDirectory() as folder:
         for key, obj in (("keras_pickle", model), ("arrays", arrays)):
             joblib.dump(obj, Path(folder, key))
@@ -83,37 +81,23 @@ def measure(backend: str, name: str, tasks: int, repeat: int, quick: bool) -> di
 
 
 def main(argv: list[str] | None = None) -> int:
+    import keras
+
     parser = common.parser(__doc__, repeat=2)
-    parser.add_argument("--backend", nargs="+", choices=BACKENDS, default=list(BACKENDS))
     parser.add_argument("--model", nargs="+", choices=MODELS, default=list(MODELS))
     parser.add_argument("--tasks", type=int, default=8)
-    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-    if args.child:
-        for name in args.model:
-            common.emit(measure(args.backend[0], name, args.tasks, args.repeat, args.quick))
-        return 0
-    rows, lines, failed = [], [], False
-    for backend in args.backend:
-        argv = ["--child", "--backend", backend, "--model", *args.model, f"--tasks={args.tasks}"]
-        argv += [f"--repeat={args.repeat}", *["--quick"] * args.quick]
-        results, error = common.child("joblib_parallel", *argv, extra={"KERAS_BACKEND": backend})
-        if error:
-            failed = True
-            print(f"{backend}: failed\n{error}")
-        for r in results:
-            for label in ("memmap", "pickled"):
-                f = r[label]
-                cells = [f"{f[key]:.3f} s ({f[key] / f['arrays']:.1f}x)" for key in ("keras_pickle", "keras")]
-                ratio = f"{f['keras_pickle'] / f['state copied']:.1f}x"
-                rows.append(
-                    [r["backend"], f"{r['model']}, {r['weight_mib']} MiB", label, f"{f['arrays']:.3f} s", *cells]
-                )
-                rows[-1] += [f"{f['state copied']:.3f} s", ratio]
-                lines += [f"{r['backend']} {r['model']} {label}: {note}" for note in f["notes"]]
-            worker = ", ".join(f"{k} {v:.4f} s" for k, v in r["worker_load_s"].items())
-            lines.append(f"{r['backend']} {r['model']}: worker load {worker}")
-    header = ["backend", "model", "joblib", "arrays", "keras_pickle (x arrays)", "keras (x arrays)", "state copied"]
-    title = f"{args.tasks} tasks on 2 workers, best of {args.repeat}"
+    rows, lines = [], []
+    for r in (measure(name, args.tasks, args.repeat, args.quick) for name in args.model):
+        for label in ("memmap", "pickled"):
+            f = r[label]
+            cells = [f"{f[key]:.3f} s ({f[key] / f['arrays']:.1f}x)" for key in ("keras_pickle", "keras")]
+            rows.append([f"{r['model']}, {r['weight_mib']} MiB", label, f"{f['arrays']:.3f} s", *cells])
+            rows[-1] += [f"{f['state copied']:.3f} s", f"{f['keras_pickle'] / f['state copied']:.1f}x"]
+            lines += [f"{r['model']} {label}: {note}" for note in f["notes"]]
+        worker = ", ".join(f"{k} {v:.4f} s" for k, v in r["worker_load_s"].items())
+        lines.append(f"{r['model']}: worker load {worker}")
+    header = ["model", "joblib", "arrays", "keras_pickle (x arrays)", "keras (x arrays)", "state copied"]
+    title = f"{keras.backend.backend()}: {args.tasks} tasks on 2 workers, best of {args.repeat}"
     common.table(title, [*header, "keras_pickle / state copied"], rows, tuple(lines))
-    return 1 if failed else 0
+    return 0
