@@ -221,9 +221,7 @@ def timing_row(workload: str, op: str, keras_s: float, keras_pickle_s: float, **
     return {"workload": workload, "op": op, **times, **extra}
 
 
-# --------------------------------------------------------------------------
 # Running it: a failure is reported and the run goes on
-# --------------------------------------------------------------------------
 
 STARTED = time.perf_counter()
 RESULTS: dict = {"models": {}, "floors": {"dumps": [], "loads": []}, "timings": [], "memory": [], "errors": []}
@@ -317,9 +315,7 @@ def main(argv: list[str] | None = None) -> int:
     return 1 if RESULTS["errors"] else 0
 
 
-# --------------------------------------------------------------------------
 # Tables and chart
-# --------------------------------------------------------------------------
 
 
 def cell(row: dict, key: str) -> str:

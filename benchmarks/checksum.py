@@ -1,24 +1,17 @@
-"""What a checksum costs: dumps and loads with and without one, in band and out of band, on one backend.
+"""What a checksum costs: dumps and loads with and without one, on the backend ``KERAS_BACKEND`` names.
 
-Models: bench's ``dense100mb`` (6 x Dense(2048) + Adam slots: 288 MiB of state) and ``resnet50``
-(``keras.applications.ResNet50(weights=None)``, 98 MiB); ``--model`` picks. Each way of writing, with
-``checksum=False`` and ``checksum=True`` (plain ``pickle`` inside ``keras_pickle.checksums(...)``),
-protocol 5:
+Models: bench's ``dense100mb`` (288 MiB of state with Adam's slots) and ``resnet50`` (98 MiB). Each way
+of writing, with ``checksum=False`` and ``True`` (plain ``pickle`` inside ``keras_pickle.checksums(...)``),
+protocol 5: ``keras_pickle.dump`` to a file and ``os.fsync`` (a file is at rest once on disk; without it
+the kernel's writeback of the previous file slows the next run), loaded with ``keras_pickle.load(path)``
+from the page cache; ``keras_pickle.dumps`` and ``pickle.dumps`` (what cloudpickle, Dask and Ray use), in
+band and out of band (a ``buffer_callback``), loaded with ``keras_pickle.loads`` / ``pickle.loads``; and
+Keras's built-in pickling, for scale. Interleaved (``common.race``), best of ``--repeat``; every payload
+checked to carry a checksum exactly when asked, the first load of each to hold every variable, and each
+payload dropped after its load, so that every dumps allocates afresh as a writer does. Run it once per
+backend::
 
-* ``keras_pickle.dump to a file``: into a temporary directory, then ``os.fsync`` (a file is at rest
-  once on disk; without it the kernel's writeback of the previous file slows the next run), loaded
-  with ``keras_pickle.load(path)`` (safe mode, from the page cache);
-* ``keras_pickle.dumps in band`` / ``out of band`` (a ``buffer_callback``), loaded with ``keras_pickle.loads``;
-* ``pickle.dumps in band`` / ``out of band``, keras_pickle installed, loaded with ``pickle.loads``
-  (what ``pickle.dump`` and cloudpickle write; what Dask and Ray do).
-
-Keras's built-in pickling (uninstalled, protocol 5 out of band) is timed on the same model for
-scale. Runs are interleaved (``common.race``), best of ``--repeat``; every payload is checked to
-carry a checksum exactly when asked, the first load of each to hold every variable of the original,
-and each payload is dropped after its load, so that every dumps allocates afresh as a writer does.
-Run it once per backend (``KERAS_BACKEND=jax`` / ``torch``)::
-
-    python -m benchmarks checksum [--model dense100mb resnet50] [--repeat N] [--quick] [--no-keras]
+    KERAS_BACKEND=jax python -m benchmarks checksum [--model dense100mb resnet50] [--repeat N] [--quick] [--no-keras]
 """
 
 from __future__ import annotations

@@ -55,9 +55,7 @@ def is_ours(data: bytes) -> bool:
     return b"keras_pickle._format" in data
 
 
-# --------------------------------------------------------------------------
 # Timing: contenders interleaved, best of N
-# --------------------------------------------------------------------------
 
 
 @dataclasses.dataclass
@@ -122,9 +120,7 @@ def loglog_slope(points: list[tuple[float, float]]) -> float | None:
     return float(np.polyfit(np.log([p[0] for p in points]), np.log([p[1] for p in points]), 1)[0])
 
 
-# --------------------------------------------------------------------------
 # Checks, sizes and the floors: what Keras itself needs to describe a model
-# --------------------------------------------------------------------------
 
 
 def state_variables(model) -> list:
@@ -191,9 +187,7 @@ def in_band_floor(model) -> tuple[str, bytes]:
     return config_json(model), b"".join([raw_bytes(v) for v in state_variables(model)])
 
 
-# --------------------------------------------------------------------------
 # Memory (Linux): peak extra resident bytes of one call, in a child process
-# --------------------------------------------------------------------------
 
 NO_ONEDNN = {"TF_ENABLE_ONEDNN_OPTS": "0"}
 
@@ -244,9 +238,7 @@ def memory_of(spec: dict) -> dict:
     return {**out, **{f"{op}_peak_extra_x": out[f"{op}_peak_extra"] / out["state_bytes"] for op in ("dumps", "loads")}}
 
 
-# --------------------------------------------------------------------------
 # Child processes: python -m benchmarks NAME ARGS, results as marked JSON lines
-# --------------------------------------------------------------------------
 
 MARK = "BENCH-RESULT "
 
@@ -276,9 +268,7 @@ def memory(specs: list[dict]) -> list[dict | str]:
     return results + [error or "no result"] * (len(specs) - len(results))
 
 
-# --------------------------------------------------------------------------
 # Options and reports
-# --------------------------------------------------------------------------
 
 
 def at_least_one(text: str) -> int:

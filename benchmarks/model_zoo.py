@@ -23,7 +23,7 @@ For Keras's own path (``keras_pickle.uninstall()``) and keras_pickle's (``instal
 
 A failure is recorded, never raised; the exit status is 1 if any keras_pickle case fails a check::
 
-    nice -n 10 python -m benchmarks model_zoo [--quick] [--only NAME ...] [--max-params N] [--json P] [--md P]
+    nice -n 10 python -m benchmarks model_zoo [--quick] [--only NAME ...] [--max-params N] [--md P]
 """
 
 from __future__ import annotations
@@ -116,9 +116,7 @@ def cases(max_params: int = MAX_PARAMS) -> dict[str, Case]:
     }
 
 
-# --------------------------------------------------------------------------
 # Measuring: the same observations here (of the original) and in a child (of a loaded copy)
-# --------------------------------------------------------------------------
 
 
 def digest(*arrays) -> str:
@@ -275,12 +273,14 @@ def run(selected: dict[str, Case], tmp: Path, started: float) -> list[dict]:
     return records
 
 
-# --------------------------------------------------------------------------
 # Report and main
-# --------------------------------------------------------------------------
 
 HEADER = ["model", "params", *(f"{i} {c}" for i in ("Keras", "kp") for c in ("loads", "state", "preds", "next", "s"))]
 HEADER.append("ratio")
+
+
+def passed(record: dict, impl: str) -> bool:
+    return all(record.get("verdicts", {}).get(impl, {}).get(check) is True for check in CHECKS)
 
 
 def rows(records: list[dict]) -> list[list[str]]:
@@ -336,8 +336,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", nargs="+", metavar="NAME", help="just these models (names as in the table)")
     parser.add_argument("--quick", action="store_true", help="a representative handful: " + ", ".join(QUICK))
     parser.add_argument("--max-params", type=int, default=MAX_PARAMS, help="skip larger applications")
-    parser.add_argument("--json", type=Path, help="results (default benchmarks/results/zoo.json)")
-    parser.add_argument("--md", type=Path, help="markdown table (default docs/zoo.md; --quick: benchmarks/results/)")
+    parser.add_argument("--md", type=Path, help="markdown table (default: docs/zoo.md, or benchmarks/results/)")
     parser.add_argument("--child", nargs="+", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     import keras_hub
@@ -348,11 +347,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.child:
         child(args.child[0], Path(args.child[1]), args.child[2:])
         return 0
-    every = {
-        n: c
-        for n, c in cases(args.max_params).items()
-        if keras.backend.backend() == "tensorflow" or not c.tensorflow_only
-    }
+    other_backend = keras.backend.backend() != "tensorflow"  # the VAE and GAN are TensorFlow's only
+    every = {n: c for n, c in cases(args.max_params).items() if not (other_backend and c.tensorflow_only)}
     wanted = args.only or (QUICK if args.quick else list(every))
     if set(wanted) - set(every):
         raise SystemExit(f"unknown model(s) {sorted(set(wanted) - set(every))}; known: {list(every)}")
@@ -366,32 +362,23 @@ def main(argv: list[str] | None = None) -> int:
         records = run({n: c for n, c in every.items() if n in wanted}, tmp, started)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    table = common.markdown(HEADER, rows(records))
-    print("\n" + table + "\n\n" + "\n".join(f"  {line}" for line in problems(records)))
+    table, failures = common.markdown(HEADER, rows(records)), problems(records)
+    print("\n" + table + "\n\n" + "\n".join(f"  {line}" for line in failures))
     info = {"keras": keras.__version__, "keras_hub": keras_hub.__version__, "tensorflow": tf.__version__}
     info.update(keras_pickle=keras_pickle.__version__, backend=keras.backend.backend())
-    bad = [
-        r["name"]
-        for r in records
-        if "skipped" not in r and not all(r.get("verdicts", {}).get(KP, {}).get(c) is True for c in CHECKS)
-    ]
-    elapsed, command = time.perf_counter() - started, ["python", "-m", "benchmarks", "model_zoo", *(argv or [])]
-    report = {"command": command, "when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "versions": info}
+    bad = [r["name"] for r in records if "skipped" not in r and not passed(r, KP)]
+    minutes, command = (time.perf_counter() - started) / 60, ["python", "-m", "benchmarks", "model_zoo", *(argv or [])]
+    when, versions = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), ", ".join(f"{k} {v}" for k, v in info.items())
     common.write_json(
-        args.json or common.RESULTS / "zoo.json",
-        {**report, "elapsed_s": elapsed, "keras_pickle_failed": bad, "records": records},
+        common.RESULTS / "zoo.json", {"command": command, "when": when, "versions": info, "records": records}
     )
-    md = args.md or (common.RESULTS / "zoo-quick.md" if args.quick else common.ROOT / "docs" / "zoo.md")
+    md = args.md or (common.RESULTS / "zoo.md" if args.quick or args.only else common.ROOT / "docs" / "zoo.md")
     md.parent.mkdir(parents=True, exist_ok=True)
+    failed = "\n".join(f"- {line}" for line in failures or ["nothing"])
     md.write_text(
         MARKDOWN.format(
-            command=shlex.join(command),
-            when=report["when"],
-            versions=", ".join(f"{k} {v}" for k, v in info.items()),
-            minutes=elapsed / 60,
-            table=table,
-            failures="\n".join(f"- {line}" for line in problems(records) or ["nothing"]),
+            command=shlex.join(command), when=when, versions=versions, minutes=minutes, table=table, failures=failed
         )
     )
-    print(f"\n{elapsed:.0f} s; keras_pickle failed {len(bad)} of {len(records)}: {bad}\nresults: {md}")
+    print(f"\n{minutes:.1f} minutes; keras_pickle failed {len(bad)} of {len(records)}: {bad}\nresults: {md}")
     return 1 if bad else 0

@@ -22,10 +22,8 @@ def rng(seed: int = 0) -> np.random.Generator:
     return np.random.default_rng(seed)
 
 
-# --------------------------------------------------------------------------
 # bench, checksum, joblib_parallel, tf_keras_pickling: each built from a JSON-able spec (a
 # memory child rebuilds it); quick = a tiny one of the same kind
-# --------------------------------------------------------------------------
 
 
 def dense_net(features: int, widths, k=keras, fitted: bool = True):
@@ -95,9 +93,7 @@ def tiny_spec(spec: dict) -> dict:
     return {"kind": spec["kind"], **tiny.get(spec["kind"], {"quick": True})}
 
 
-# --------------------------------------------------------------------------
 # keras.io idioms (tests/kerasio.py builds its own small ones from these classes)
-# --------------------------------------------------------------------------
 
 
 class Sampling(layers.Layer):
@@ -186,9 +182,7 @@ class GAN(keras.Model):
         return {"d_loss": self.d_loss_metric.result(), "g_loss": self.g_loss_metric.result()}
 
 
-# --------------------------------------------------------------------------
 # The zoo: make() -> (model ready to pickle, x, y), built while keras_pickle is installed
-# --------------------------------------------------------------------------
 
 
 def fit_step(model, x, y) -> None:
@@ -339,9 +333,7 @@ def lora_dense():
     return trained(model, x, np.arange(BATCH) % 3, loss="sparse_categorical_crossentropy")
 
 
-# --------------------------------------------------------------------------
 # behaviour, and the model modules the tests own
-# --------------------------------------------------------------------------
 
 
 def custom_layer_model(custom: bool = True) -> keras.Model:
