@@ -222,12 +222,12 @@ def memory_of(spec: dict) -> dict:
     a round trip of a tiny model of the same kind (the code paths, once)."""
     from benchmarks import models
 
-    impl = spec["impl"]
+    impl, in_band = spec["impl"], spec.get("in_band", False)
     use(impl)
-    loads(dumps(models.build(models.tiny_spec(spec["model"]))))
+    loads(dumps(models.build(models.tiny_spec(spec["model"])), in_band=in_band))
     model = models.build(spec["model"])
     out = {**spec, **describe(model)}
-    payload, out["dumps_peak_extra"] = peak_memory(lambda: dumps(model, in_band=spec.get("in_band", False)))
+    payload, out["dumps_peak_extra"] = peak_memory(lambda: dumps(model, in_band=in_band))
     if is_ours(payload[0]) != (impl == KP):
         raise AssertionError(f"{impl} produced the wrong kind of payload: the wrong path was measured")
     result, out["loads_peak_extra"] = peak_memory(lambda: loads(payload))
