@@ -51,10 +51,6 @@ def fresh_process_load(obj) -> str:
     return "no: " + ((located or lines or ["failed"])[-1].split(". ")[0][-70:])
 
 
-def same_variables(a, b) -> bool:
-    return all(np.array_equal(np.asarray(x), np.asarray(y)) for x, y in zip(a.variables, b.variables))
-
-
 def checks(tf_keras: bool) -> dict:
     k = importlib.import_module("tf_keras" if tf_keras else "keras")
     if tf_keras:
@@ -103,15 +99,15 @@ def checks(tf_keras: bool) -> dict:
         x = np.random.default_rng(1).normal(size=(16, 4)).astype("float32")
         for m in (model, twin):
             m.fit(x, np.ones((16, 8), "float32"), shuffle=False, verbose=0)
-        return "yes" if same_variables(model, twin) else "no: weights differ (Dropout seed state lost)"
+        return "no: weights differ (Dropout seed state lost)" if common.mismatch(model, twin) else "yes"
 
     def dask_ships():
         from distributed.protocol import deserialize, serialize
 
         model = make()
         header, frames = serialize(model, on_error="raise")  # what client.submit / scatter do
-        same = same_variables(model, deserialize(header, frames))
-        return f"yes, {len(frames) - 1} zero-copy weight frames" if same else "no: weights differ"
+        problem = common.mismatch(model, deserialize(header, frames))
+        return f"no: {problem}" if problem else f"yes, {len(frames) - 1} zero-copy weight frames"
 
     def dask_token():
         from dask.base import tokenize

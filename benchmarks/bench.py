@@ -1,33 +1,27 @@
 """keras_pickle against Keras 3's own pickling and against "the floor", side by side, in one process.
 
-Every figure is the best of N runs, the contenders interleaved, keras_pickle installed or uninstalled
-before every single run (``common.race``). Every result is checked outside the timed region (variables
-after every run, outputs on a fixed batch after the first; a payload is loaded first): a wrong
-keras_pickle result raises, a wrong Keras or floor result is noted.
+Best of N, the contenders interleaved, keras_pickle installed or uninstalled before every run
+(``common.race``); every result checked outside the timed region (variables every run, outputs on a
+fixed batch the first; a payload is loaded first): a wrong keras_pickle result raises, another is noted.
 
 1. Dumps vs the floor (mlp3, MobileNetV3Small(96 x 96), ResNet50, dense100mb): ``pickle.dumps(model,
    protocol=5)`` and ``keras_pickle.dumps`` in band, and with a ``buffer_callback``, against what Keras
-   itself needs, keras_pickle uninstalled: in band, the config JSON plus exactly one copy of the state
-   bytes (``common.in_band_floor``); out of band, the config JSON alone. Goal <= 1.3x. With it, how many
-   of the buffers handed out of band are copies rather than the live variables' own memory.
-2. Loads and deepcopy vs the floor (MobileNetV3Small, EfficientNetB0, ResNet50, deep150):
-   ``deserialize_keras_object(json.loads(config))`` then ``set_weights(saved)``, keras_pickle uninstalled;
-   for the Sequential also the "linear floor" (``keras.Sequential(deserialized layers)``: Keras's
-   ``Sequential.from_config`` rebuilds the graph after every layer), and the "bound": Keras constructing
-   and building the config's layers with no initializer run. Goal <= 0.5x.
+   itself needs: in band, the config JSON plus one copy of the state bytes (``common.in_band_floor``);
+   out of band, the config JSON alone (goal <= 1.3x); and how many out-of-band buffers are copies.
+2. Loads and deepcopy vs the floor (MobileNetV3Small, EfficientNetB0, ResNet50, deep150): Keras's
+   ``deserialize_keras_object`` then ``set_weights``, and the "bound": Keras constructing and building
+   the config's layers with no initializer run (goal <= 0.5x).
 3. Keras's own pickling (``KerasSaveable.__reduce__``, a .keras zip) vs keras_pickle, protocol 5 with a
    ``buffer_callback``: mlp3 (dumps, loads, one round trip; best of 10 x N), dense100mb (dumps in band and
-   out of band, loads, ten loads in a row timed as one, deepcopy), deep150 (dumps, loads), ResNet50 (dumps,
-   loads, their sum).
+   out of band, loads, ten loads in a row, deepcopy), deep150 (dumps, loads), ResNet50 (dumps, loads, their sum).
 4. Sweeps: dumps and loads of 4 wide Dense layers up to 1 GiB of state, and of n x Dense(32) up to 500
-   layers (a run longer than 15 s is not repeated), and keras_pickle's log-log slope over the last three.
+   layers (a run over 15 s is not repeated), and keras_pickle's log-log slope over the last three.
 5. Memory: peak extra resident memory of dumps and loads of dense100mb and of every sweep point, per
    implementation, each in a child process (``common.memory_of``).
 
-``--quick`` swaps in tiny models of each kind (a smoke test, not a measurement). Keras's backend is the
-one ``KERAS_BACKEND`` names, its variables where Keras puts them (an accelerator where there is one):
-every result is checked to be on the original's device. Results go to a JSON file (a full run: docs/
-bench-results.json) and a 2 x 2 chart (docs/bench.png)::
+``--quick``: tiny models of each kind (a smoke test). On the backend ``KERAS_BACKEND`` names, variables
+where Keras puts them (an accelerator where there is one; results are checked to stay on its device).
+A full run writes docs/bench-results.json and docs/bench.png (a 2 x 2 chart), any other benchmarks/results/::
 
     python -m benchmarks bench [--quick] [--repeat N] [--only MODEL ...] [--no-sweep] [--no-memory]
     KERAS_BACKEND=jax python -m benchmarks bench --only dense100mb --no-sweep --no-memory   # one backend's figures
@@ -159,12 +153,8 @@ def floor_loads(subject: Subject, repeat: int) -> dict:
     common.use(KP)
     payload, listed = common.dumps(model), len(json.loads(config)["config"].get("layers", []))
 
-    def floor(linear: bool = False):  # linear: one graph build, where Sequential.from_config builds one per layer
-        if linear:
-            layers = json.loads(config)["config"]["layers"]
-            rebuilt = keras.Sequential([keras.saving.deserialize_keras_object(c) for c in layers])
-        else:
-            rebuilt = keras.saving.deserialize_keras_object(json.loads(config))
+    def floor():
+        rebuilt = keras.saving.deserialize_keras_object(json.loads(config))
         rebuilt.set_weights(saved)
         return rebuilt
 
@@ -174,18 +164,15 @@ def floor_loads(subject: Subject, repeat: int) -> dict:
 
     floor_check, ours = subject.check(weights_only=True), subject.check()
     contenders = [Contender("floor", KERAS, floor, floor_check)]
-    if isinstance(model, keras.Sequential):
-        contenders.append(Contender("linear floor", KERAS, lambda: floor(linear=True), floor_check))
     if listed:
         contenders.append(Contender("bound", KERAS, lambda: construct_layers(json.loads(config)), all_layers))
     contenders.append(Contender("loads", KP, lambda: common.loads(payload), ours))
     contenders.append(Contender("deepcopy", KP, lambda: copy.deepcopy(model), ours))
     b = {name: min(t) for name, t in race(contenders, repeat, notes).items()}
     row = {"model": subject.name, "n_layers": len(model.layers), "floor_s": b["floor"], "notes": notes}
-    row.update(linear_floor_s=b.get("linear floor"), construction_bound_ratio=ratio(b.get("bound"), b["floor"]))
+    row["construction_bound_ratio"] = ratio(b.get("bound"), b["floor"])
     for op in ("loads", "deepcopy"):
         row[f"keras_pickle_{op}_s"], row[f"{op}_ratio"] = b[op], ratio(b[op], b["floor"])
-        row[f"{op}_ratio_linear"] = ratio(b[op], b.get("linear floor"))
     return row
 
 
@@ -363,18 +350,12 @@ def report(results: dict, repeat: int) -> None:
         "floor in band: Keras's config JSON + one copy of the state bytes; floor oob: the config JSON alone",
         "buffers: handed out of band; copies: those that do not share memory with the live variables",
     )
-    rows = []
-    for r in floors["loads"]:
-        linear = {f"{op}_ratio": r[f"{op}_ratio_linear"] for op in ("loads", "deepcopy")}
-        linear.update(model=f"{r['model']} vs linear floor", floor_s=r["linear_floor_s"], construction_bound_ratio="")
-        rows += [r, {**r, **linear}] if r["linear_floor_s"] else [r]
     show(
         f"Loads and deepcopy vs the floor, {best_of}",
-        rows,
+        floors["loads"],
         "model=model, layers=n_layers, floor=floor_s, kp loads=keras_pickle_loads_s, ratio=loads_ratio, "
         "kp deepcopy=keras_pickle_deepcopy_s, ratio=deepcopy_ratio, bound=construction_bound_ratio",
-        "ratio = keras_pickle / floor (goal <= 0.5x); floor: Keras's deserialize_keras_object + set_weights; "
-        "linear floor: keras.Sequential(deserialized layers) + set_weights",
+        "ratio = keras_pickle / floor (goal <= 0.5x); floor: Keras's deserialize_keras_object + set_weights",
         "bound: Keras constructing and building the config's layers with no initializer run, / floor",
     )
     for title, sweep in (("Keras's own pickling vs keras_pickle", False), ("Sweep", True)):
@@ -388,9 +369,8 @@ def report(results: dict, repeat: int) -> None:
         for note in r.get("notes", []):
             print(f"note [{r.get('workload', r.get('model'))} {r.get('op', '')}]: {note}")
     for what, slope in results["slopes"].items():
-        print(
-            f"keras_pickle {what}: log-log slope {'—' if slope is None else f'{slope:.2f}'} (1 = linear; goal <= 1.2)"
-        )
+        slope = "—" if slope is None else f"{slope:.2f}"
+        print(f"keras_pickle {what}: log-log slope {slope} (1 = linear; goal <= 1.2)")
     for e in results["errors"]:
         print(f"\nERROR in {e['workload']}: {e['error']}\n{e.get('traceback', '')}")
 
@@ -407,37 +387,22 @@ def draw_chart(results: dict, path, title: str) -> None:
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(2, 2, figsize=(13, 9.5))
-    for col, axis in enumerate(("params", "depth")):
-        x, xlabel = (
-            ("state_bytes", "state size (MiB)") if axis == "params" else ("n_layers", "depth (Dense(32) layers)")
-        )
-        key, scale, ylabel = (
-            ("_peak_extra_x", 1, "peak extra RSS / state bytes")
-            if axis == "params"
-            else ("_peak_extra", 2**20, "peak extra RSS (MiB)")
-        )
+    panels = {  # sweep axis: (x key, x scale, x label, memory key, memory scale, memory label)
+        "params": ("state_bytes", 2**20, "state size (MiB)", "_peak_extra_x", 1, "peak extra RSS / state bytes"),
+        "depth": ("n_layers", 1, "depth (Dense(32) layers)", "_peak_extra", 2**20, "peak extra RSS (MiB)"),
+    }
+    for col, (axis, (x, x_scale, xlabel, key, scale, ylabel)) in enumerate(panels.items()):
         for op, impl in [(op, impl) for op in ("dumps", "loads") for impl in IMPLS]:
             times = [(r[x], r[f"{impl}_s"]) for r in results["timings"] if (r.get("axis"), r["op"]) == (axis, op)]
             memory = [(m[x], m[op + key] / scale) for m in results["memory"] if (m["axis"], m["impl"]) == (axis, impl)]
+            style, color = "-o" if op == "dumps" else "--s", "tab:red" if impl == KERAS else "tab:blue"
             for ax, xy in ((axes[0, col], times), (axes[1, col], sorted(memory))):
                 if xy:
-                    xs, ys = zip(*xy)
-                    style, color = "-o" if op == "dumps" else "--s", "tab:red" if impl == KERAS else "tab:blue"
-                    ax.plot(
-                        [v / 2**20 for v in xs] if axis == "params" else xs,
-                        ys,
-                        style,
-                        color=color,
-                        label=f"{impl} {op}",
-                    )
+                    ax.plot([p[0] / x_scale for p in xy], [p[1] for p in xy], style, color=color, label=f"{impl} {op}")
         for row, ax in enumerate(axes[:, col]):
             logy = row == 0 or axis == "depth"
-            ax.set(
-                xscale="log",
-                yscale="log" if logy else "linear",
-                xlabel=xlabel,
-                ylabel=ylabel if row else "best time (s)",
-            )
+            ax.set(xscale="log", yscale="log" if logy else "linear", xlabel=xlabel)
+            ax.set(ylabel=ylabel if row else "best time (s)")
             what = "time" if row == 0 else "peak extra memory"
             ax.set_title(f"{what} vs {xlabel.split(' (')[0]}" + (" (log-log)" if logy else ""))
             ax.grid(True, which="both", alpha=0.3)

@@ -2,7 +2,8 @@
 
 Imports only Keras and numpy when loaded: TensorFlow, KerasHub and tf-keras are imported by the
 builders that need them. Classes are defined at module level so that a fresh process finds them by
-reference (``benchmarks.models.VAE``).
+reference (``benchmarks.models.VAE``); the model modules the tests own (the zoo's second sweep, the
+tf-keras models) are imported from tests/ by :func:`from_tests`.
 """
 
 from __future__ import annotations

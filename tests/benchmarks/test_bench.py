@@ -40,7 +40,6 @@ def test_bench_runs_end_to_end_on_tiny_models(tmp_path):
     assert all(r["buffers"] > 0 and r["copied_buffers"] == 0 for r in floors["dumps"])  # TensorFlow's reads alias
     assert {r["model"] for r in floors["loads"]} == {"mobilenetv3small", "efficientnetb0", "resnet50", "deep150"}
     assert all(r["loads_ratio"] > 0 and r["deepcopy_ratio"] > 0 for r in floors["loads"])
-    assert [r["model"] for r in floors["loads"] if r["linear_floor_s"]] == ["deep150"]
     # Keras constructing the layers is part of the floor, so it cannot take longer than the whole floor.
     assert all(0 < r["construction_bound_ratio"] < 1 for r in floors["loads"]), floors["loads"]
     assert not results["errors"]
