@@ -5,10 +5,11 @@ constructor arguments then) and trained one step on a seeded batch so optimizer 
 (KerasHub tasks "fresh" are not): every ``keras.applications`` constructor, found programmatically
 (``weights=None``, the smallest of 32, 75 and 224 pixels it accepts, 3 classes, Adam, eager); tiny
 KerasHub backbones and tasks built from constructor arguments and in-memory vocabularies, fresh and
-after use; keras.io idioms (the VAE, the DCGAN, a stateful LSTM, adapted preprocessing layers,
-int8-quantized and LoRA Dense models); and the second sweep (``tests/sweep_models.py``, shared with
-``tests/models/test_sweep.py``). Every case runs on the backend ``KERAS_BACKEND`` names, except those
-marked TensorFlow-only (the VAE and GAN train with ``tf.GradientTape``).
+after use; keras.io idioms (the VAE and the DCGAN of ``tests/kerasio.py``, a stateful LSTM, adapted
+preprocessing layers, int8-quantized and LoRA Dense models); and the second sweep
+(``tests/sweep_models.py``, shared with ``tests/models/test_sweep.py``). Every case runs on the backend
+``KERAS_BACKEND`` names, except those marked TensorFlow-only (the VAE and GAN train with
+``tf.GradientTape``).
 
 For Keras's own path (``keras_pickle.uninstall()``) and keras_pickle's (``install()``), each model:
 
@@ -90,7 +91,13 @@ def cases(max_params: int = MAX_PARAMS) -> dict[str, Case]:
         return model(keras.tree.map_structure(tf.constant, x), training=False)
 
     def generate_and_judge(model, x):
-        return model.generator(keras.ops.ones((models.BATCH, 8))), model.discriminator(x)
+        return model.generator(keras.ops.ones((models.BATCH, model.latent_dim))), model.discriminator(x)
+
+    def kerasio(name: str):  # the tests' keras.io VAE and GAN (tests/kerasio.py), trained one step
+        module = models.from_tests("kerasio")
+        model, x = getattr(module, name)(), module.data(models.BATCH)
+        models.fit_step(model, x, None)
+        return model, x, None
 
     tasks = {
         "BertTextClassifier": lambda: models.bert_classifier(used=False),
@@ -103,8 +110,10 @@ def cases(max_params: int = MAX_PARAMS) -> dict[str, Case]:
     sweep = models.from_tests("sweep_models")
     found.update(
         {
-            "VAE": Case(models.conv_vae, "keras.io", lambda m, x: m.decoder(m.encoder(x)[0]), tensorflow_only=True),
-            "GAN": Case(models.conv_gan, "keras.io", generate_and_judge, tensorflow_only=True),
+            "VAE": Case(
+                lambda: kerasio("vae"), "keras.io", lambda m, x: m.decoder(m.encoder(x)[0]), tensorflow_only=True
+            ),
+            "GAN": Case(lambda: kerasio("gan"), "keras.io", generate_and_judge, tensorflow_only=True),
             "stateful LSTM": Case(models.stateful_lstm, "keras.io"),
             "adapted preprocessing": Case(models.adapted_preprocessing, "keras.io", on_tensors, models.dataset_step),
             "int8 Dense": Case(sweep.make_int8, "keras.io"),

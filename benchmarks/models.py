@@ -94,7 +94,7 @@ def tiny_spec(spec: dict) -> dict:
     return {"kind": spec["kind"], **tiny.get(spec["kind"], {"quick": True})}
 
 
-# keras.io idioms (tests/kerasio.py builds its own small ones from these classes)
+# keras.io idioms: tests/kerasio.py builds the VAE and the GAN the tests and the zoo use from these classes
 
 
 class Sampling(layers.Layer):
@@ -272,39 +272,6 @@ def gpt2_causal_lm(used: bool, top_k: bool = False):
         fit_step(model, TEXTS, None)
         model.generate("the quick", max_length=8)
     return model, TEXTS, None
-
-
-def conv_vae():
-    inputs = keras.Input((28, 28, 1))
-    h = layers.Conv2D(8, 3, activation="relu", strides=2, padding="same")(inputs)
-    h = layers.Conv2D(16, 3, activation="relu", strides=2, padding="same")(h)
-    h = layers.Dense(16, activation="relu")(layers.Flatten()(h))
-    z_mean, z_log_var = layers.Dense(2, name="z_mean")(h), layers.Dense(2, name="z_log_var")(h)
-    encoder = keras.Model(inputs, [z_mean, z_log_var, Sampling()([z_mean, z_log_var])], name="encoder")
-    latent = keras.Input((2,))
-    h = layers.Reshape((7, 7, 16))(layers.Dense(7 * 7 * 16, activation="relu")(latent))
-    h = layers.Conv2DTranspose(16, 3, activation="relu", strides=2, padding="same")(h)
-    h = layers.Conv2DTranspose(8, 3, activation="relu", strides=2, padding="same")(h)
-    decoder = keras.Model(latent, layers.Conv2DTranspose(1, 3, activation="sigmoid", padding="same")(h))
-    return trained(VAE(encoder, decoder), rng().uniform(size=(BATCH, 28, 28, 1)).astype("float32"), None)
-
-
-def conv_gan():
-    conv = {"strides": 2, "padding": "same"}
-    discriminator = keras.Sequential(
-        [keras.Input((16, 16, 1)), layers.Conv2D(8, 4, **conv), layers.LeakyReLU(0.2), layers.Conv2D(16, 4, **conv)]
-        + [layers.LeakyReLU(0.2), layers.Flatten(), layers.Dropout(0.2), layers.Dense(1, activation="sigmoid")]
-    )
-    generator = keras.Sequential(
-        [keras.Input((8,)), layers.Dense(4 * 4 * 16), layers.Reshape((4, 4, 16)), layers.Conv2DTranspose(16, 4, **conv)]
-        + [layers.LeakyReLU(0.2), layers.Conv2DTranspose(8, 4, **conv), layers.LeakyReLU(0.2)]
-        + [layers.Conv2D(1, 5, padding="same", activation="sigmoid")]
-    )
-    model = GAN(discriminator=discriminator, generator=generator, latent_dim=8)
-    model.compile(keras.optimizers.Adam(1e-4), keras.optimizers.Adam(1e-4), keras.losses.BinaryCrossentropy())
-    x = rng().uniform(size=(BATCH, 16, 16, 1)).astype("float32")
-    fit_step(model, x, None)
-    return model, x, None
 
 
 def stateful_lstm():

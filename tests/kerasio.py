@@ -1,9 +1,10 @@
 """Small models written as the keras.io examples write them (importable by reference from a fresh process).
 
 The classes (``Sampling``, ``VAE``, ``GAN``) are the benchmarks' (``benchmarks/models.py``, the one
-model collection; the zoo builds larger ones from them). None defines ``get_config()``: keras_pickle
-records their constructor (and ``compile()``) arguments when ``install()`` ran before they were
-built. The training steps use ``tf.GradientTape``, as keras.io's TensorFlow versions do.
+model collection); ``python -m benchmarks model_zoo`` measures the VAE and GAN built here. None
+defines ``get_config()``: keras_pickle records their constructor (and ``compile()``) arguments when
+``install()`` ran before they were built. The training steps use ``tf.GradientTape``, as keras.io's
+TensorFlow versions do.
 """
 
 from __future__ import annotations
