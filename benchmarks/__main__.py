@@ -1,7 +1,5 @@
 """``python -m benchmarks NAME [ARGS]``: run one benchmark (``python -m benchmarks`` lists them)."""
 
-from __future__ import annotations
-
 import importlib
 import sys
 

@@ -364,7 +364,8 @@ def report(results: dict, repeat: int) -> None:
         show(f"{title}, {best_of}", rows, columns, "ratio = keras / keras_pickle; protocol 5 with a buffer_callback")
     columns = "model=label, impl=impl, state=state_bytes, dumps peak=dumps_peak_extra, dumps x=dumps_peak_extra_x, "
     columns += "loads peak=loads_peak_extra, loads x=loads_peak_extra_x"
-    show("Peak extra resident memory (child processes)", results["memory"], columns, "VmHWM - VmRSS; x: / state")
+    memory = sorted(results["memory"], key=lambda m: (m["axis"] or "", m["state_bytes"], m["n_layers"], m["impl"]))
+    show("Peak extra resident memory (child processes)", memory, columns, "VmHWM - VmRSS; x: / state")
     for r in results["timings"] + floors["dumps"] + floors["loads"]:
         for note in r.get("notes", []):
             print(f"note [{r.get('workload', r.get('model'))} {r.get('op', '')}]: {note}")
