@@ -1,7 +1,8 @@
 """keras_pickle's benchmarks: ``python -m benchmarks NAME [--help]``, from the checkout's root.
 
 Each runs Keras's own pickling and keras_pickle's side by side and prints ratios (never a timed
-assertion: tests/benchmarks/test_bench.py runs them at their smallest size). What produces the figures the docs quote:
+assertion: tests/benchmarks/test_bench.py runs them at their smallest size). What produces the
+figures the docs quote:
 
 * ``bench``: README's speed and memory tables, docs/bench-results.json, docs/bench.png, the floors and
   the "bound" column in docs/guide.md (also ``keras-pickle bench``); with ``KERAS_BACKEND`` set and
