@@ -1,27 +1,22 @@
 """keras_pickle against Keras 3's own pickling and against "the floor", side by side, in one process.
 
-Best of N, the contenders interleaved, keras_pickle installed or uninstalled before every run
-(``common.race``); every result checked outside the timed region (variables every run, outputs on a
-fixed batch the first; a payload is loaded first): a wrong keras_pickle result raises, another is noted.
+Best of N, contenders interleaved (``common.race``); every result checked outside the timed region (variables
+every run, outputs on a fixed batch the first): a wrong keras_pickle result raises, another is noted.
 
-1. Dumps vs the floor (mlp3, MobileNetV3Small(96 x 96), ResNet50, dense100mb): ``pickle.dumps(model,
-   protocol=5)`` and ``keras_pickle.dumps`` in band, and with a ``buffer_callback``, against what Keras
-   itself needs: in band, the config JSON plus one copy of the state bytes (``common.in_band_floor``);
-   out of band, the config JSON alone (goal <= 1.3x); and how many out-of-band buffers are copies.
-2. Loads and deepcopy vs the floor (MobileNetV3Small, EfficientNetB0, ResNet50, deep150): Keras's
-   ``deserialize_keras_object`` then ``set_weights``, and the "bound": Keras constructing and building
-   the config's layers with no initializer run (goal <= 0.5x).
-3. Keras's own pickling (``KerasSaveable.__reduce__``, a .keras zip) vs keras_pickle, protocol 5 with a
-   ``buffer_callback``: mlp3 (dumps, loads, one round trip; best of 10 x N), dense100mb (dumps in band and
-   out of band, loads, ten loads in a row, deepcopy), deep150 (dumps, loads), ResNet50 (dumps, loads, their sum).
-4. Sweeps: dumps and loads of 4 wide Dense layers up to 1 GiB of state, and of n x Dense(32) up to 500
-   layers (a run over 15 s is not repeated), and keras_pickle's log-log slope over the last three.
-5. Memory: peak extra resident memory of dumps and loads of dense100mb and of every sweep point, per
-   implementation, each in a child process (``common.memory_of``).
+1. Dumps vs the floor: ``pickle.dumps(model, protocol=5)`` and ``keras_pickle.dumps``, in band against the
+   config JSON plus one copy of the state bytes (``common.in_band_floor``), out of band against the config
+   JSON alone (goal <= 1.3x); and how many out-of-band buffers are copies.
+2. Loads and deepcopy vs Keras's ``deserialize_keras_object`` + ``set_weights``, and the "bound": Keras
+   building the config's layers with no initializer run (goal <= 0.5x).
+3. Keras's own pickling (a .keras zip) vs keras_pickle, protocol 5 with a ``buffer_callback``.
+4. Sweeps: 4 wide Dense layers up to 1 GiB of state, n x Dense(32) up to 500 layers (a run over 15 s is not
+   repeated); keras_pickle's log-log slope over the last three points.
+5. Memory: peak extra RSS of dumps and loads of dense100mb and every sweep point, per implementation, in
+   child processes (``common.memory_of``).
 
-``--quick``: tiny models of each kind (a smoke test). On the backend ``KERAS_BACKEND`` names, variables
-where Keras puts them (an accelerator where there is one; results are checked to stay on its device).
-A full run writes docs/bench-results.json and docs/bench.png (a 2 x 2 chart), any other benchmarks/results/::
+:data:`PLANS` says which model gets 1, 2 and which ops of 3. ``--quick``: tiny models of each kind. Variables
+stay where ``KERAS_BACKEND``'s backend puts them (checked). A full run writes docs/bench-results.json and
+docs/bench.png (2 x 2), any other benchmarks/results/::
 
     python -m benchmarks bench [--quick] [--repeat N] [--only MODEL ...] [--no-sweep] [--no-memory]
     KERAS_BACKEND=jax python -m benchmarks bench --only dense100mb --no-sweep --no-memory   # one backend's figures

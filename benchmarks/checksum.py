@@ -1,15 +1,12 @@
 """What a checksum costs: dumps and loads with and without one, on the backend ``KERAS_BACKEND`` names.
 
-Models: bench's ``dense100mb`` (288 MiB of state with Adam's slots) and ``resnet50`` (98 MiB). Each way
-of writing, with ``checksum=False`` and ``True`` (plain ``pickle`` inside ``keras_pickle.checksums(...)``),
-protocol 5: ``keras_pickle.dump`` to a file and ``os.fsync`` (a file is at rest once on disk; without it
-the kernel's writeback of the previous file slows the next run), loaded with ``keras_pickle.load(path)``
-from the page cache; ``keras_pickle.dumps`` and ``pickle.dumps`` (what cloudpickle, Dask and Ray use), in
-band and out of band (a ``buffer_callback``), loaded with ``keras_pickle.loads`` / ``pickle.loads``; and
-Keras's built-in pickling, for scale. Interleaved (``common.race``), best of ``--repeat``; every payload
-checked to carry a checksum exactly when asked, the first load of each to hold every variable, and each
-payload dropped after its load, so that every dumps allocates afresh as a writer does. Run it once per
-backend::
+bench's ``dense100mb`` (288 MiB of state with Adam's slots) and ``resnet50`` (98 MiB), protocol 5, each path
+(:data:`PATHS`) with ``checksum=False`` and ``True``: ``keras_pickle.dump`` to a file then ``os.fsync`` (else
+the previous file's writeback slows the next run), loaded from the page cache; ``keras_pickle.dumps`` and
+``pickle.dumps`` inside ``keras_pickle.checksums(...)`` (what cloudpickle, Dask and Ray use), in band and out of
+band; and Keras's built-in pickling, for scale. Interleaved (``common.race``), best of ``--repeat``; every payload
+checked to carry a checksum exactly when asked, each first load to hold every variable; each payload dropped
+after its load, so every dumps allocates afresh. Once per backend::
 
     KERAS_BACKEND=jax python -m benchmarks checksum [--model dense100mb resnet50] [--repeat N] [--quick] [--no-keras]
 """
@@ -27,7 +24,7 @@ import keras_pickle
 from benchmarks import common, models
 from benchmarks.common import KERAS, KP, Contender
 
-MODELS = ("dense100mb", "resnet50")
+MODELS, OPS = ("dense100mb", "resnet50"), ("dumps", "loads")
 TO_A_FILE, KERAS_BUILT_IN = "keras_pickle.dump to a file", "keras built-in"
 PATHS = (TO_A_FILE, "keras_pickle.dumps in band", "pickle.dumps in band")
 PATHS += ("keras_pickle.dumps out of band", "pickle.dumps out of band")
@@ -57,11 +54,9 @@ def round_trip(path: str, checksum: bool, model, directory: Path) -> list[Conten
     def has_checksum(result: dict, first: bool) -> str | None:
         has = keras_pickle.inspect(result["data"]).checksum is not None
         ours = common.is_ours(result["data"].read_bytes() if path == TO_A_FILE else result["data"])
-        return (
-            None
-            if has == checksum and ours
-            else f"{path}, checksum={checksum}: the payload {'has' if has else 'lacks'} one"
-        )
+        if has != checksum or not ours:
+            return f"{path}, checksum={checksum}: the payload {'has' if has else 'lacks'} one"
+        return None
 
     def load():
         if path == TO_A_FILE:
@@ -82,22 +77,16 @@ def round_trip(path: str, checksum: bool, model, directory: Path) -> list[Conten
 
 def measure(name: str, quick: bool, repeat: int, with_keras: bool, directory: Path) -> None:
     model, written = models.BENCH[name](quick), {}
-    contenders = [
-        c for path in PATHS for checksum in (False, True) for c in round_trip(path, checksum, model, directory)
-    ]
+    contenders = [c for path in PATHS for on in (False, True) for c in round_trip(path, on, model, directory)]
     if with_keras:
         contenders += [
             Contender(f"{KERAS_BUILT_IN}|False|dumps", KERAS, lambda: written.update(payload=common.dumps(model))),
             Contender(f"{KERAS_BUILT_IN}|False|loads", KERAS, lambda: common.loads(written.pop("payload"))),
         ]
     best = {key: min(times) for key, times in common.race(contenders, repeat).items()}
-    rows = []
-    for path, op in [(path, op) for path in PATHS for op in ("dumps", "loads")]:
-        off, on = best[f"{path}|False|{op}"], best[f"{path}|True|{op}"]
-        rows.append([path, op, f"{off:.4f}", f"{on:.4f}", f"{on / off:.2f}x"])
-    rows += [
-        [KERAS_BUILT_IN, op, f"{best[f'{KERAS_BUILT_IN}|False|{op}']:.4f}", "—", "—"] for op in ("dumps", "loads")
-    ] * with_keras
+    rows = [[path, op, best[f"{path}|False|{op}"], best[f"{path}|True|{op}"]] for path in PATHS for op in OPS]
+    rows = [[path, op, f"{off:.4f}", f"{on:.4f}", f"{on / off:.2f}x"] for path, op, off, on in rows]
+    rows += [[KERAS_BUILT_IN, op, f"{best[f'{KERAS_BUILT_IN}|False|{op}']:.4f}", "—", "—"] for op in OPS if with_keras]
     mib = common.nbytes(common.state_variables(model)) / 2**20
     title = f"{name}{' (--quick)' if quick else ''}: {mib:.0f} MiB of state, seconds, best of {repeat}, protocol 5"
     common.table(title, ["path", "op", "no checksum", "checksum", "cost"], rows)

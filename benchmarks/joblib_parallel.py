@@ -1,20 +1,13 @@
 """joblib.Parallel with a model as an argument, beside the same weights as a list of numpy arrays.
 
-On the backend ``KERAS_BACKEND`` names (run it once per backend), for each model (bench's ``dense100mb``:
-96 MiB of weights, 288 MiB of state with Adam's slots; ``resnet50``: keras.applications,
-weights=None), one loky pool of 2 workers (warmed: Keras imported in both), ``--tasks`` tasks that
-each read one weight, best of ``--repeat``, interleaved (``common.race``):
-
-* ``arrays``: the weights as numpy arrays (what joblib is built for);
-* ``keras_pickle``: the model, keras_pickle installed (each weight reaches joblib as a numpy array);
-* ``keras``: the model, keras_pickle uninstalled (Keras's own ``__reduce__``: a .keras zip per task);
-* ``state copied``: the model's whole state (variables and optimizer slots) as numpy arrays, each
-  copied out of joblib's map by the task: the least a task pays whose model owns its data;
-
-under joblib's default (arrays over 1 MB memory-mapped) and ``max_nbytes=None`` (everything pickled
-per task). Prints seconds, each model path's ratio to ``arrays`` (goal: keras_pickle <= 3x) and
-keras_pickle's to ``state copied``; and what one task's argument costs a worker once on disk:
-``joblib.load(path, mmap_mode="r")`` of a ``joblib.dump`` of the model against the arrays'::
+On ``KERAS_BACKEND``'s backend, per model (bench's ``dense100mb``, 96 MiB of weights, 288 MiB of state; ``resnet50``,
+weights=None): a warmed loky pool of 2 workers, ``--tasks`` tasks that each read one weight, best of ``--repeat``,
+interleaved (``common.race``), passing ``arrays`` (the weights), ``keras_pickle`` (the model, installed),
+``keras`` (the model, uninstalled: a .keras zip per task) or ``state copied`` (the whole state as arrays, each
+copied out of joblib's map by the task: the least a task whose model owns its data pays); under joblib's
+default (arrays over 1 MB memory-mapped) and ``max_nbytes=None``. Prints seconds, ratios to ``arrays`` (goal:
+keras_pickle <= 3x) and to ``state copied``, and a worker's ``joblib.load(path, mmap_mode="r")`` of the model's
+``joblib.dump`` against the arrays'::
 
     KERAS_BACKEND=jax python -m benchmarks joblib_parallel [--model dense100mb resnet50] [--quick]
 """

@@ -1,28 +1,18 @@
 """Real models through Keras's own pickling and keras_pickle, each loaded in a fresh process.
 
-The zoo (builders in ``benchmarks.models``), built while keras_pickle is installed (it records
-constructor arguments then) and trained one step on a seeded batch so optimizer slots exist
-(KerasHub tasks "fresh" are not): every ``keras.applications`` constructor, found programmatically
-(``weights=None``, the smallest of 32, 75 and 224 pixels it accepts, 3 classes, Adam, eager); tiny
-KerasHub backbones and tasks built from constructor arguments and in-memory vocabularies, fresh and
-after use; keras.io idioms (the VAE and the DCGAN of ``tests/kerasio.py``, a stateful LSTM, adapted
-preprocessing layers, int8-quantized and LoRA Dense models); and the second sweep
-(``tests/sweep_models.py``, shared with ``tests/models/test_sweep.py``). Every case runs on the backend
-``KERAS_BACKEND`` names, except those marked TensorFlow-only (the VAE and GAN train with
-``tf.GradientTape``).
+Every case (builders in ``benchmarks.models``) is built while keras_pickle is installed and trained one step
+on a seeded batch, so optimizer slots exist: every ``keras.applications`` constructor (``weights=None``, eager);
+tiny KerasHub backbones and tasks, fresh and after use; keras.io idioms (``tests/kerasio.py``'s VAE and DCGAN,
+TensorFlow only, a stateful LSTM, adapted preprocessing, int8 and LoRA Dense); and the second sweep
+(``tests/sweep_models.py``). Per implementation and model:
 
-For Keras's own path (``keras_pickle.uninstall()``) and keras_pickle's (``install()``), each model:
+* dumps: ``pickle.dumps(model, protocol=5)`` here, one timed run (``joblib.dump`` for the sklearn Pipeline);
+* loads: ``pickle.loads`` in a fresh child that never calls ``install()``, one timed run after a warm-up load;
+* state: every variable (the model's, then each built optimizer's) equals the original's, bit for bit;
+* preds: outputs on the batch bit-identical to the original's;
+* next: one more step on the batch gives the original's variables.
 
-* dumps: ``pickle.dumps(model, protocol=5)`` here, one timed run (the scikit-learn Pipeline:
-  ``joblib.dump``, and ``joblib.load`` in the child);
-* loads: ``pickle.loads`` in a fresh child process, one timed run after a warm-up load (one child
-  per implementation and batch of models, which never calls ``install()``);
-* state: every variable (``model.variables``, then each built optimizer the model holds) equals the
-  original's by position, dtype, shape and bytes;
-* preds: the loaded model's outputs on the batch are bit-identical to the original's;
-* next: one more step on the same batch gives the variables the original gets from it.
-
-A failure is recorded, never raised; the exit status is 1 if any keras_pickle case fails a check::
+A failure is recorded, never raised; exit status 1 if any keras_pickle case fails a check::
 
     nice -n 10 python -m benchmarks model_zoo [--quick] [--only NAME ...] [--max-params N] [--md P]
 """
@@ -107,22 +97,14 @@ def cases(max_params: int = MAX_PARAMS) -> dict[str, Case]:
         "GPT2CausalLM (used, TopKSampler)": lambda: models.gpt2_causal_lm(True, top_k=True),
     }
     found.update({name: Case(make, "keras_hub", predict) for name, make in tasks.items()})
-    sweep = models.from_tests("sweep_models")
-    found.update(
-        {
-            "VAE": Case(
-                lambda: kerasio("vae"), "keras.io", lambda m, x: m.decoder(m.encoder(x)[0]), tensorflow_only=True
-            ),
-            "GAN": Case(lambda: kerasio("gan"), "keras.io", generate_and_judge, tensorflow_only=True),
-            "stateful LSTM": Case(models.stateful_lstm, "keras.io"),
-            "adapted preprocessing": Case(models.adapted_preprocessing, "keras.io", on_tensors, models.dataset_step),
-            "int8 Dense": Case(sweep.make_int8, "keras.io"),
-            "LoRA Dense": Case(models.lora_dense, "keras.io"),
-        }
-    )
-    return found | {
-        n: Case(c.make, "second sweep", c.predict, c.step, c.models, c.joblib) for n, c in sweep.CASES.items()
-    }
+    sweep, kio = models.from_tests("sweep_models"), "keras.io"
+    found["VAE"] = Case(lambda: kerasio("vae"), kio, lambda m, x: m.decoder(m.encoder(x)[0]), tensorflow_only=True)
+    found["GAN"] = Case(lambda: kerasio("gan"), kio, generate_and_judge, tensorflow_only=True)
+    found["stateful LSTM"] = Case(models.stateful_lstm, kio)
+    found["adapted preprocessing"] = Case(models.adapted_preprocessing, kio, on_tensors, models.dataset_step)
+    found.update({"int8 Dense": Case(sweep.make_int8, kio), "LoRA Dense": Case(models.lora_dense, kio)})
+    second = {n: Case(c.make, "second sweep", c.predict, c.step, c.models, c.joblib) for n, c in sweep.CASES.items()}
+    return found | second
 
 
 # Measuring: the same observations here (of the original) and in a child (of a loaded copy)
@@ -139,10 +121,9 @@ def variables(obj, case: Case) -> tuple[list[str], list[str]]:
     """Paths and digests of model.variables, then of each built optimizer the model holds (the GAN's two),
     for each Keras model ``obj`` holds."""
     found = []
+    Optimizer = keras.optimizers.Optimizer
     for model in case.models(obj):
-        held = [model.optimizer] + [
-            v for _, v in sorted(vars(model).items()) if isinstance(v, keras.optimizers.Optimizer)
-        ]
+        held = [model.optimizer, *(v for _, v in sorted(vars(model).items()) if isinstance(v, Optimizer))]
         optimizers = {id(o): o for o in held if o is not None and o.built}
         found += list(model.variables) + [v for o in optimizers.values() for v in o.variables]
     return [v.path for v in found], [digest(keras.ops.convert_to_numpy(v.value)) for v in found]
@@ -378,16 +359,12 @@ def main(argv: list[str] | None = None) -> int:
     bad = [r["name"] for r in records if "skipped" not in r and not passed(r, KP)]
     minutes, command = (time.perf_counter() - started) / 60, ["python", "-m", "benchmarks", "model_zoo", *(argv or [])]
     when, versions = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), ", ".join(f"{k} {v}" for k, v in info.items())
-    common.write_json(
-        common.RESULTS / "zoo.json", {"command": command, "when": when, "versions": info, "records": records}
-    )
+    summary = {"command": command, "when": when, "versions": info, "records": records}
+    common.write_json(common.RESULTS / "zoo.json", summary)
     md = args.md or (common.RESULTS / "zoo.md" if args.quick or args.only else common.ROOT / "docs" / "zoo.md")
     md.parent.mkdir(parents=True, exist_ok=True)
     failed = "\n".join(f"- {line}" for line in failures or ["nothing"])
-    md.write_text(
-        MARKDOWN.format(
-            command=shlex.join(command), when=when, versions=versions, minutes=minutes, table=table, failures=failed
-        )
-    )
+    fields = {"command": shlex.join(command), "when": when, "versions": versions, "minutes": minutes}
+    md.write_text(MARKDOWN.format(**fields, table=table, failures=failed))
     print(f"\n{minutes:.1f} minutes; keras_pickle failed {len(bad)} of {len(records)}: {bad}\nresults: {md}")
     return 1 if bad else 0
