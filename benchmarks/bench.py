@@ -119,19 +119,16 @@ def floor_dumps(subject: Subject, repeat: int) -> dict:
     if sum(buffer.nbytes for buffer in buffers) != state:
         notes.append(f"keras_pickle does not hand out the state's {state} bytes out of band")
     # Zero-copy: the buffers that share memory with the live variables (read as common.raw_bytes does)
-    values = [
-        common.raw_bytes(v) for v in common.state_variables(model) + [v for m in model.metrics for v in m.variables]
-    ]
+    live = common.state_variables(model) + [v for m in model.metrics for v in m.variables]
+    values = [common.raw_bytes(v) for v in live]
     row["buffers"] = len(buffers)
     row["copied_buffers"] = sum(not any(np.may_share_memory(b, v) for v in values) for b in buffers)
     return row
 
 
 def construct_layers(config: dict) -> list:
-    """Keras constructing and building every layer a Functional or Sequential config lists, with no
-    initializer run (``keras.StatelessScope(initialize_variables=False)``): the least any rebuild from a
-    config pays. The scope registers each variable it defers in Keras's global state, which has no public
-    reset: it is put back, so that the runs do not accumulate them."""
+    """Keras constructing and building every layer a config lists, no initializer run: the least any rebuild
+    from a config pays. Keras's global list of deferred variables (no public reset) is put back after each run."""
     uninitialized = global_state.get_global_attribute("uninitialized_variables")
     try:
         with keras.StatelessScope(initialize_variables=False):

@@ -1,9 +1,8 @@
-"""The benchmarks' one helper module: which pickling runs, timing, checks, child processes, reports, options.
+"""The benchmarks' helpers: which pickling runs, timing, checks, child processes, reports, options.
 
-Every benchmark runs Keras's own path (:data:`KERAS`: ``keras_pickle.uninstall()``, Keras as it ships)
-and keras_pickle's (:data:`KP`) side by side in one process and prints ratios; nothing asserts a time.
-Everything is measured through keras_pickle's public API. Keras is imported only by the functions that
-need it, so that ``keras-pickle bench --help`` answers before Keras is imported.
+Keras's own path (:data:`KERAS`: ``keras_pickle.uninstall()``) and keras_pickle's (:data:`KP`) run side by side,
+through keras_pickle's public API; nothing asserts a time. Keras is imported only by the functions that need it
+(``keras-pickle bench --help`` answers before it is).
 """
 
 from __future__ import annotations
@@ -67,11 +66,10 @@ class Contender:
 
 
 def race(contenders: list[Contender], repeat: int, notes: list[str] | None = None, slow_s: float = 15.0) -> dict:
-    """Each contender's seconds per run, ``repeat`` rounds of a, b, c, a, b, c... so that drift hits all
-    alike; a contender whose first run took over ``slow_s`` runs once. Each run is timed with
-    ``perf_counter`` after a ``gc.collect()`` (what existed before is ``gc.freeze()``-ed), and waits for
-    CUDA's queued work. Checks run outside the timed region: a problem with keras_pickle's result raises
-    (a wrong result is never reported as a time), one with Keras's or a floor's goes to ``notes``."""
+    """Each contender's seconds per run over ``repeat`` rounds of a, b, c, a, b, c... (drift hits all alike);
+    one whose first run took over ``slow_s`` runs once. Each run: ``perf_counter`` after a ``gc.collect()`` (what
+    existed before frozen), CUDA's queue waited for. Checks run untimed: a wrong keras_pickle result raises,
+    a problem with Keras's or a floor's goes to ``notes``."""
     times: dict[str, list[float]] = {c.name: [] for c in contenders}
     torch = sys.modules.get("torch")
     sync = torch.cuda.synchronize if torch is not None and torch.cuda.is_available() else lambda: None
@@ -144,8 +142,8 @@ def describe(model) -> dict:
 
 
 def mismatch(original, other, *, weights_only: bool = False) -> str | None:
-    """None if ``other`` holds exactly ``original``'s variables (copies, not the same ones, on the same
-    device), else what differs. ``weights_only``: ``model.weights``, what ``set_weights`` assigns (the floors)."""
+    """What differs, or None if ``other`` holds copies of ``original``'s variables, equal, on the same device.
+    ``weights_only``: ``model.weights``, what ``set_weights`` assigns (the floors)."""
     pick = (lambda m: list(m.weights)) if weights_only else state_variables
     a, b = pick(original), pick(other)
     if len(a) != len(b):
@@ -182,8 +180,7 @@ def config_json(model) -> str:
 
 
 def in_band_floor(model) -> tuple[str, bytes]:
-    """The in-band floor: the config JSON and exactly one copy of the state bytes (weights and optimizer
-    slots, what keras_pickle pickles), each variable read without a copy so that the join is the only one."""
+    """The in-band floor: the config JSON and exactly one copy of the state bytes (the join: reads copy nothing)."""
     return config_json(model), b"".join([raw_bytes(v) for v in state_variables(model)])
 
 
@@ -198,10 +195,9 @@ def _status(field: str) -> int:
 
 
 def peak_memory(fn: Callable[[], Any]) -> tuple[Any, int]:
-    """``fn()``'s result and the peak extra RSS during it. Before: a collection, ``malloc_trim(0)`` (freed
-    heap pages still resident would hide new allocations) and a reset of the peak (``clear_refs``). Run
-    TensorFlow with :data:`NO_ONEDNN`: oneDNN's allocator keeps freed memory resident and hands it out
-    again, hiding allocations from ``VmHWM``."""
+    """``fn()``'s result and the peak extra RSS during it, after a collection, ``malloc_trim(0)`` (resident freed
+    pages would hide new allocations) and a peak reset. Run TensorFlow with :data:`NO_ONEDNN`: oneDNN's
+    allocator reuses resident freed memory, hiding allocations from ``VmHWM``."""
     gc.collect()
     try:
         import ctypes
@@ -217,9 +213,8 @@ def peak_memory(fn: Callable[[], Any]) -> tuple[Any, int]:
 
 
 def memory_of(spec: dict) -> dict:
-    """In a child: peak extra memory of one dumps and one loads of ``models.build(spec["model"])`` with
-    ``spec["impl"]``, as multiples of the state bytes too; out of band unless ``spec["in_band"]``, after
-    a round trip of a tiny model of the same kind (the code paths, once)."""
+    """In a child: peak extra memory (and / the state bytes) of one dumps and one loads of ``spec["model"]`` with
+    ``spec["impl"]``, out of band unless ``spec["in_band"]``, after a round trip of a tiny one of its kind."""
     from benchmarks import models
 
     impl, in_band = spec["impl"], spec.get("in_band", False)

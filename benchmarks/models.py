@@ -1,9 +1,7 @@
-"""Every model the benchmarks measure, in one place; tests/kerasio.py imports the keras.io classes from here.
+"""Every model the benchmarks measure; tests/kerasio.py imports the keras.io classes from here.
 
-Imports only Keras and numpy when loaded: TensorFlow, KerasHub and tf-keras are imported by the
-builders that need them. Classes are defined at module level so that a fresh process finds them by
-reference (``benchmarks.models.VAE``); the model modules the tests own (the zoo's second sweep, the
-tf-keras models) are imported from tests/ by :func:`from_tests`.
+Importing it imports only Keras and numpy (TensorFlow, KerasHub and tf-keras: the builders that need them).
+Classes live at module level, so a fresh process finds them by reference (``benchmarks.models.VAE``).
 """
 
 from __future__ import annotations
@@ -23,13 +21,11 @@ def rng(seed: int = 0) -> np.random.Generator:
     return np.random.default_rng(seed)
 
 
-# bench, checksum, joblib_parallel, tf_keras_pickling: each built from a JSON-able spec (a
-# memory child rebuilds it); quick = a tiny one of the same kind
+# bench, checksum, joblib_parallel, tf_keras_pickling: built from a JSON-able spec (a memory child rebuilds it)
 
 
 def dense_net(features: int, widths, k=keras, fitted: bool = True):
-    """Dense layers on ``features`` inputs (relu but the last); with ``fitted``, Adam and one ``fit`` step, so
-    that its slots exist. ``k``: ``keras`` or ``tf_keras``."""
+    """Dense layers (relu but the last) of ``k`` (keras or tf_keras); ``fitted``: Adam, one step (slots exist)."""
     last = len(widths) - 1
     dense = [k.layers.Dense(w, activation="relu" if i < last else None) for i, w in enumerate(widths)]
     model = k.Sequential([k.Input((features,)), *dense])
@@ -73,9 +69,8 @@ TF_KERAS = {"small": (16, (32, 32, 1)), "100mb": (2560, (2560,) * 4)}  # tf-kera
 
 
 def build(spec: dict):
-    """A model from a spec: ``{"kind": a BENCH name, "quick": bool}``, ``{"kind": "wide", "params": n}``
-    (4 equal Dense layers, no optimizer), ``{"kind": "depth", "depth": n}`` (n x Dense(32)) or
-    ``{"kind": "tf_keras", "name": a TF_KERAS name}``."""
+    """A model from ``{"kind": a BENCH name, "quick": bool}``, ``{"kind": "wide", "params": n}`` (4 equal Dense,
+    no optimizer), ``{"kind": "depth", "depth": n}`` (n x Dense(32)) or ``{"kind": "tf_keras", "name": ...}``."""
     if spec["kind"] == "wide":
         width = max(2, int(round((spec["params"] / 4) ** 0.5)))
         return dense_net(width, (width,) * 4, fitted=False)
@@ -110,8 +105,7 @@ class Sampling(layers.Layer):
 
 
 class VAE(keras.Model):
-    """keras.io "Variational AutoEncoder": models as constructor arguments, Mean trackers, a custom
-    train_step (``tf.GradientTape``, as keras.io's TensorFlow version), no get_config."""
+    """keras.io's VAE: models as constructor arguments, Mean trackers, a tf.GradientTape train_step, no get_config."""
 
     def __init__(self, encoder, decoder, **kwargs):
         super().__init__(**kwargs)
@@ -141,9 +135,8 @@ class VAE(keras.Model):
 
 
 class GAN(keras.Model):
-    """keras.io "DCGAN": two models, a custom ``compile(d_optimizer, g_optimizer, loss_fn)``, a custom
-    train_step (``tf.GradientTape``). keras.io creates the two loss trackers in ``compile()``; here
-    ``__init__`` does, so that a model compiled again (as tests do) holds one pair."""
+    """keras.io's DCGAN: two models, ``compile(d_optimizer, g_optimizer, loss_fn)``, a ``tf.GradientTape`` train_step;
+    the loss trackers made in ``__init__``, not ``compile()``, so that a model compiled again holds one pair."""
 
     def __init__(self, discriminator, generator, latent_dim):
         super().__init__()
@@ -320,9 +313,8 @@ TESTS = Path(__file__).resolve().parent.parent / "tests"
 
 
 def from_tests(name: str):
-    """``tests/<name>.py``, a model module the tests own (the zoo's second sweep, the tf-keras models),
-    imported under its own name so that its classes pickle by that reference; a child process that
-    loads them gets tests/ on its path from ``common.child(..., tests=True)``."""
+    """``tests/<name>.py``, imported under its own name (its classes pickle by that reference; a child that loads
+    them gets tests/ on its path from ``common.child(..., tests=True)``)."""
     if str(TESTS) not in sys.path:
         sys.path.append(str(TESTS))
     return importlib.import_module(name)
