@@ -1,11 +1,10 @@
 """What survives pickling: Keras's built-in ``__reduce__`` (or tf-keras's) vs keras_pickle, side by side.
 
-Each check runs in this one process, first with keras_pickle uninstalled (Keras's own path), then
-installed, and prints one markdown row per check. The fresh-process check loads the payload in a new
-interpreter that never installs keras_pickle, as a worker would, and compares every value (weights and
-optimizer slots). Keras 3: ``benchmarks.models.custom_layer_model`` (an unregistered custom layer);
-``--tf-keras``: the Functional model of ``tests/tf_keras_models.py`` (an unregistered custom layer,
-Dropout, BatchNormalization, AdamW), loaded where its module is importable::
+Each check runs in this process with keras_pickle uninstalled, then installed: one markdown row per check.
+The fresh-process check loads the payload in an interpreter that never installs keras_pickle, as a worker
+would, and compares every value. Keras 3: ``models.custom_layer_model`` (an unregistered custom layer);
+``--tf-keras``: ``tests/tf_keras_models.py``'s Functional model (a custom layer, Dropout, BatchNormalization,
+AdamW), loaded where its module is importable::
 
     python -m benchmarks behaviour [--tf-keras]
 """
@@ -53,14 +52,8 @@ def fresh_process_load(obj) -> str:
 
 def checks(tf_keras: bool) -> dict:
     k = importlib.import_module("tf_keras" if tf_keras else "keras")
-    if tf_keras:
-        model = models.from_tests("tf_keras_models").trained("functional")  # built once, keras_pickle installed
-
-        def make(custom: bool = True):
-            return model
-
-    else:
-        make = models.custom_layer_model
+    model = models.from_tests("tf_keras_models").trained("functional") if tf_keras else None  # built once
+    make = (lambda custom=True: model) if tf_keras else models.custom_layer_model
 
     def metric_state():
         metric = k.metrics.Mean()

@@ -1,8 +1,7 @@
 """Start-up time of the ``keras-pickle`` tools, next to ``python -c pass`` and ``import keras``.
 
-Each command runs in a fresh interpreter, best of ``--repeat`` runs; the table shows its wall time,
-its ratio to ``python -c pass``, and which of Keras, TensorFlow, JAX and PyTorch it imported (none,
-for ``inspect`` and ``--help``)::
+Each command in a fresh interpreter, best of ``--repeat``: wall time, ratio to ``python -c pass``, and which of
+Keras, TensorFlow, JAX and PyTorch it imported (none, for ``inspect`` and ``--help``)::
 
     python -m benchmarks startup [--repeat 5]
 """
@@ -52,10 +51,8 @@ def main(argv: list[str] | None = None) -> int:
     args = common.parser(__doc__, repeat=5, quick=False).parse_args(argv)
     with tempfile.TemporaryDirectory() as directory:
         payload = os.path.join(directory, "model.pkl")  # a one-layer model's, written in a child: this one stays light
-        code = "import pickle, keras, keras_pickle; keras_pickle.install()\n"
-        code += (
-            f"open({payload!r}, 'wb').write(pickle.dumps(keras.Sequential([keras.Input((8,)), keras.layers.Dense(4)])))"
-        )
+        model = "pickle.dumps(keras.Sequential([keras.Input((8,)), keras.layers.Dense(4)]))"
+        code = f"import pickle, keras, keras_pickle; keras_pickle.install(); open({payload!r}, 'wb').write({model})"
         subprocess.run([sys.executable, "-c", code], check=True, env=common.env(), capture_output=True, timeout=600)
         probe = [sys.executable, "-c", PROBE]
         commands = {

@@ -1,12 +1,9 @@
-"""tf-keras (Keras 2): its own pickling against keras_pickle's, on the same models, in one process.
+"""tf-keras (Keras 2): its own pickling (a SavedModel tarred in memory) against keras_pickle's, in one process.
 
-tf-keras's own ``Model.__reduce__`` writes a SavedModel into a temporary in-memory filesystem and tars
-it; keras_pickle writes its payload. For each model (``models.TF_KERAS``: Dense layers, Adam, one
-training step), interleaved (``common.race``): dumps and loads (protocol 5, in band), the first call of
-each in the process (tf-keras traces and caches functions there) and the best of ``--repeat``, every
-loaded model checked to hold every weight and optimizer slot of the original; and, each in a fresh
-child process, the peak extra resident memory of dumps and of loads as a multiple of the state bytes
-(``common.memory_of``). What each keeps: ``python -m benchmarks behaviour --tf-keras``::
+Per model (``models.TF_KERAS``: Dense layers, Adam, one step), interleaved (``common.race``): dumps and loads
+(protocol 5, in band), the first call in the process (tf-keras traces functions there) and the best of
+``--repeat``, every loaded model checked to hold every weight and slot; and, each in a fresh child, the peak
+extra RSS of dumps and loads / the state bytes (``common.memory_of``). What each keeps: ``behaviour --tf-keras``::
 
     python -m benchmarks tf_keras_pickling [--repeat 5] [--models small,100mb] [--no-memory]
 """
@@ -27,14 +24,11 @@ def measure(name: str, repeat: int, memory: bool) -> list[list[str]]:
 
     spec = {"kind": "tf_keras", "name": name}
     model, written, notes = models.build(spec), {}, []
+    same = lambda loaded, _: common.mismatch(model, loaded)  # noqa: E731
     contenders = []
-    for impl in IMPLS:
-        contenders += [
-            Contender(f"{impl} dumps", impl, lambda impl=impl: written.update({impl: pickle.dumps(model, protocol=5)})),
-            Contender(
-                f"{impl} loads", impl, lambda i=impl: pickle.loads(written[i]), lambda m, _: common.mismatch(model, m)
-            ),
-        ]
+    for i in IMPLS:
+        contenders.append(Contender(f"{i} dumps", i, lambda i=i: written.update({i: pickle.dumps(model, protocol=5)})))
+        contenders.append(Contender(f"{i} loads", i, lambda i=i: pickle.loads(written[i]), same))
     times = common.race(contenders, repeat, notes)
     label = f"{name} ({common.nbytes(common.state_variables(model)) / 1e6:.1f} MB of state)"
     rows = []
@@ -45,10 +39,8 @@ def measure(name: str, repeat: int, memory: bool) -> list[list[str]]:
     rows.append([label, "bytes", *(f"{len(written[impl]):,}" for impl in IMPLS), ""])
     if memory:  # each implementation in a fresh child
         found = [common.memory([{"model": spec, "impl": impl, "in_band": True}])[0] for impl in IMPLS]
-        cells = [
-            m if isinstance(m, str) else f"{m['dumps_peak_extra_x']:.2f}× / {m['loads_peak_extra_x']:.2f}×"
-            for m in found
-        ]
+        peaks = "{dumps_peak_extra_x:.2f}× / {loads_peak_extra_x:.2f}×"
+        cells = [m if isinstance(m, str) else peaks.format(**m) for m in found]
         rows.append([label, "peak extra memory, dumps / loads (x the state)", *cells, ""])
     return rows + [[label, "note", note, "", ""] for note in notes]
 
