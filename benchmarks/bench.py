@@ -322,34 +322,33 @@ def slopes(results: dict) -> dict:
         for op in ("dumps", "loads"):
             rows = [r for r in results["timings"] if r.get("axis") == axis and r["op"] == op][-3:]
             out[f"{op} time vs {axis}"] = common.loglog_slope([(r[x], r["keras_pickle_s"]) for r in rows])
-    memory = [
-        (m["state_bytes"], m["loads_peak_extra"]) for m in results["memory"] if (m["axis"], m["impl"]) == ("params", KP)
-    ]
-    out["loads peak memory vs params"] = common.loglog_slope(sorted(memory)[-3:])
+    memory = [m for m in results["memory"] if (m["axis"], m["impl"]) == ("params", KP)]
+    points = sorted((m["state_bytes"], m["loads_peak_extra"]) for m in memory)
+    out["loads peak memory vs params"] = common.loglog_slope(points[-3:])
     return out
+
+
+DUMPS_TABLE = (  # the floor tables' columns (header=key, ...), then their notes
+    "model=model, state=state_bytes, floor in band=floor_inband_s, kp.dumps=keras_pickle_dumps_inband_s, "
+    "ratio=dumps_inband_ratio, pickle.dumps=keras_pickle_inband_s, ratio=inband_ratio, "
+    "floor oob=floor_oob_s, kp oob=keras_pickle_oob_s, ratio=oob_ratio, buffers=buffers, copies=copied_buffers",
+    "ratio = keras_pickle / floor (goal <= 1.3x); kp.dumps: keras_pickle.dumps(model, protocol=5); "
+    "pickle.dumps: pickle.dumps(model, protocol=5), installed; kp oob: with a buffer_callback",
+    "floor in band: Keras's config JSON + one copy of the state bytes; floor oob: the config JSON alone",
+    "buffers: handed out of band; copies: those that do not share memory with the live variables",
+)
+LOADS_TABLE = (
+    "model=model, layers=n_layers, floor=floor_s, kp loads=keras_pickle_loads_s, ratio=loads_ratio, "
+    "kp deepcopy=keras_pickle_deepcopy_s, ratio=deepcopy_ratio, bound=construction_bound_ratio",
+    "ratio = keras_pickle / floor (goal <= 0.5x); floor: Keras's deserialize_keras_object + set_weights",
+    "bound: Keras constructing and building the config's layers with no initializer run, / floor",
+)
 
 
 def report(results: dict, repeat: int) -> None:
     floors, best_of = results["floors"], f"s (best of {repeat})"
-    show(
-        f"Dumps vs the floor, {best_of}",
-        floors["dumps"],
-        "model=model, state=state_bytes, floor in band=floor_inband_s, kp.dumps=keras_pickle_dumps_inband_s, "
-        "ratio=dumps_inband_ratio, pickle.dumps=keras_pickle_inband_s, ratio=inband_ratio, "
-        "floor oob=floor_oob_s, kp oob=keras_pickle_oob_s, ratio=oob_ratio, buffers=buffers, copies=copied_buffers",
-        "ratio = keras_pickle / floor (goal <= 1.3x); kp.dumps: keras_pickle.dumps(model, protocol=5); "
-        "pickle.dumps: pickle.dumps(model, protocol=5), installed; kp oob: with a buffer_callback",
-        "floor in band: Keras's config JSON + one copy of the state bytes; floor oob: the config JSON alone",
-        "buffers: handed out of band; copies: those that do not share memory with the live variables",
-    )
-    show(
-        f"Loads and deepcopy vs the floor, {best_of}",
-        floors["loads"],
-        "model=model, layers=n_layers, floor=floor_s, kp loads=keras_pickle_loads_s, ratio=loads_ratio, "
-        "kp deepcopy=keras_pickle_deepcopy_s, ratio=deepcopy_ratio, bound=construction_bound_ratio",
-        "ratio = keras_pickle / floor (goal <= 0.5x); floor: Keras's deserialize_keras_object + set_weights",
-        "bound: Keras constructing and building the config's layers with no initializer run, / floor",
-    )
+    show(f"Dumps vs the floor, {best_of}", floors["dumps"], *DUMPS_TABLE)
+    show(f"Loads and deepcopy vs the floor, {best_of}", floors["loads"], *LOADS_TABLE)
     for title, sweep in (("Keras's own pickling vs keras_pickle", False), ("Sweep", True)):
         columns = "workload=workload, state=state_bytes, op=op, keras=keras_s, keras_pickle=keras_pickle_s, ratio=ratio"
         rows = [r for r in results["timings"] if ("axis" in r) == sweep]

@@ -133,12 +133,8 @@ def nbytes(variables) -> int:
     return int(sum(dtype(v).itemsize * int(np.prod(v.shape)) for v in variables))
 
 
-def describe(model) -> dict:
-    return {
-        "params": model.count_params(),
-        "state_bytes": nbytes(state_variables(model)),
-        "n_layers": len(model.layers),
-    }
+def describe(m) -> dict:
+    return {"params": m.count_params(), "state_bytes": nbytes(state_variables(m)), "n_layers": len(m.layers)}
 
 
 def mismatch(original, other, *, weights_only: bool = False) -> str | None:
