@@ -5,7 +5,8 @@ initializer without running it (``StatelessScope(initialize_variables=False)``).
 The caller then creates each variable directly from its saved value
 (``_backend.initialize``), and runs the initializer only of those the payload
 holds no value for (:func:`initialize_leftovers`): no variable is written twice,
-and no initializer runs for a value that is about to be overwritten.
+and no initializer runs for a value that is about to be overwritten. :func:`bounded_allocation` holds
+what a safe rebuild allocates to what its payload carries.
 """
 
 from __future__ import annotations
@@ -16,11 +17,19 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import keras
+import numpy as np
 from keras.src.backend.common import global_state
+from keras.src.backend.common.variables import Variable as KerasVariable
 
+from ..errors import StateMismatchError
 from . import backend as _backend
 
 _deferring = threading.local()
+_bound = threading.local()
+
+SLACK_ELEMENTS = 1 << 20
+"""Values a safe rebuild may allocate beyond twice what its payload carries (a layer's small scratch
+variables: seed states, counters, carried RNN states)."""
 
 
 @contextlib.contextmanager
@@ -41,9 +50,13 @@ def deferred_variables() -> Iterator[list]:
 
 
 def initialize_leftovers(variables: list) -> None:
-    """Run the initializer of each of ``variables`` that has not been given a value."""
+    """Run the initializer of each of ``variables`` that has not been given a value (within
+    :func:`bounded_allocation`, counted against it first)."""
+    allocation = getattr(_bound, "allocation", None)
     for variable in variables:
         if _backend.is_uninitialized(variable):
+            if allocation is not None:
+                allocation.take(variable.shape, variable.path)
             _backend.initialize_with_initializer(variable)
 
 
@@ -68,6 +81,78 @@ def _builds_only_variables(optimizer: Any) -> bool:
     build = getattr(type(optimizer), "build", None)
     module = getattr(build, "__module__", "") or ""
     return module.startswith(("keras.src.optimizers.", "keras.src.backend."))
+
+
+class _Allocation:
+    """What one bounded rebuild may still allocate, and the refusal it met (if any)."""
+
+    def __init__(self, limit: int):
+        self.limit, self.used = limit, 0
+        self.refused: StateMismatchError | None = None
+
+    def take(self, shape: Any, name: Any) -> None:
+        try:
+            elements = int(np.prod([int(dim) for dim in shape], dtype=np.float64))
+        except (TypeError, ValueError):
+            return  # a shape Keras itself will refuse
+        self.used += elements
+        if self.used > self.limit:
+            self.refused = StateMismatchError(
+                f"The config asks Keras to allocate a variable {name!r} of shape {tuple(shape)}: {self.used:,} "
+                f"values with those before it, more than a rebuild may make of a payload that carries "
+                f"{(self.limit - SLACK_ELEMENTS) // 2:,} (twice that, plus {SLACK_ELEMENTS:,}). Refused before "
+                "allocating it: the config does not describe the object that was pickled."
+            )
+            raise self.refused
+
+
+@contextlib.contextmanager
+def bounded_allocation(carried_elements: int) -> Iterator[None]:
+    """Within, in this thread: the variables Keras allocates (not those :func:`deferred_variables` defers)
+    hold at most twice ``carried_elements`` values, plus :data:`SLACK_ELEMENTS`. The variable that would
+    exceed it raises :class:`~keras_pickle.errors.StateMismatchError` before it is allocated, and again on
+    exit should the code within have caught it: a config cannot make a safe load allocate what its payload
+    does not carry (a layer's ``build_config`` claiming a 10^9-wide input, say)."""
+    _ensure_bounding_init()
+    allocation = _Allocation(2 * carried_elements + SLACK_ELEMENTS)
+    previous = getattr(_bound, "allocation", None)
+    _bound.allocation = allocation
+    try:
+        yield
+    except BaseException:
+        if allocation.refused is not None:
+            raise allocation.refused from None
+        raise
+    finally:
+        _bound.allocation = previous
+    if allocation.refused is not None:
+        raise allocation.refused
+
+
+def _ensure_bounding_init() -> None:
+    """Wrap Keras's ``Variable.__init__`` (whatever it is now: Keras's own or ``install()``'s hook) with the
+    check :func:`bounded_allocation` needs, unless it is wrapped already. Independent of ``install()``: a
+    process that never installed, or uninstalled, is bounded all the same."""
+    current = KerasVariable.__dict__["__init__"]
+    if getattr(current, "__keras_pickle_bound__", None) is not None:
+        return
+
+    def __init__(self, initializer, *args, **kwargs):
+        allocation = getattr(_bound, "allocation", None)
+        if allocation is not None:
+            concrete = not callable(initializer) and not isinstance(initializer, str)
+            if concrete or not getattr(_deferring, "active", False):  # a deferred variable allocates nothing
+                shape = np.shape(initializer) if concrete else kwargs.get("shape", args[0] if args else None)
+                allocation.take(() if shape is None else shape, kwargs.get("name"))
+        return current(self, initializer, *args, **kwargs)
+
+    __init__.__keras_pickle_bound__ = current
+    KerasVariable.__init__ = __init__
+
+
+def unbound(function: Any) -> Any:
+    """``function`` without :func:`bounded_allocation`'s wrapper, if it has one."""
+    return getattr(function, "__keras_pickle_bound__", None) or function
 
 
 def variable_init_hook(original: Callable[..., None]) -> Callable[..., None]:

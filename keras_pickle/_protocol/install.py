@@ -180,7 +180,7 @@ def uninstall() -> None:
 
 def is_installed() -> bool:
     """True when every keras_pickle hook is in place on Keras's classes."""
-    return all(cls.__dict__.get(name) is function for cls, name, function in _patches())
+    return all(_deferred.unbound(cls.__dict__.get(name)) is function for cls, name, function in _patches())
 
 
 def install_on_first_load() -> None:

@@ -8,6 +8,7 @@ import json
 from typing import Any
 
 import keras
+import numpy as np
 from keras.src.models.functional import Functional
 from keras.src.saving import object_registration, serialization_lib
 
@@ -94,31 +95,13 @@ def _rebuild_with_state(blueprint: Blueprint, *, safe_mode: bool) -> Any:
         return unconsumed.pop() if unconsumed else json.loads(blueprint.config_json)
 
     skip = _construct.argument_variables(constructed)
-    for wire in (True, False):
-        # Nodes from recorded specs, verified against the payload; else traced, as Keras does.
-        try:
-            obj, deferred = _from_config_deferred(
-                config(), custom_objects(wire), safe_mode=safe_mode, expected=expected, wire=wire
-            )
-        except KerasPickleError:
-            raise
-        except Exception:
-            continue
-        census = Census(obj)
-        if not wire or _rebuild_state.fits(census, state, skip=skip):
-            break
-    else:
-        obj = from_config(
-            config(),
-            custom_objects(False),
-            safe_mode=safe_mode,
-            expected_variables=expected,
-            compile=False,
-        )
-        deferred = []
-        census = Census(obj)
-    _rebuild_state.apply_to_layers(census, state, skip=skip)
-    _deferred.initialize_leftovers(deferred)
+    carried = sum(int(np.size(array)) for _, array in state.variables)
+    carried += sum(int(np.size(array)) for layer in state.layer_states for _, array in layer.own_variables)
+    bounded = _deferred.bounded_allocation(carried) if safe_mode else contextlib.nullcontext()
+    with bounded:  # safe mode: Keras allocates no more than the payload carries
+        obj, deferred, census = _built(config, custom_objects, state, skip, safe_mode=safe_mode, expected=expected)
+        _rebuild_state.apply_to_layers(census, state, skip=skip)
+        _deferred.initialize_leftovers(deferred)
     if compile_config or blueprint.compile_call is not None:
         weight_decay = _weight_decay.take_from_compile_config(compile_config)
         with _optimizer_left_unbuilt(obj):
@@ -136,6 +119,26 @@ def _rebuild_with_state(blueprint: Blueprint, *, safe_mode: bool) -> Any:
     _rebuild_state.apply_to_held_optimizers(census, state, _records.resolve_part)
     _rebuild_state.apply_to_metrics(census, state)
     return obj
+
+
+def _built(config, custom_objects, state, skip, *, safe_mode: bool, expected: int) -> tuple[Any, list, Census]:
+    """The object built from its config, its deferred variables and its census: nodes from recorded specs,
+    verified against the payload, else traced as Keras does (both with variables deferred), else built the
+    ordinary way, initializers included."""
+    for wire in (True, False):
+        try:
+            obj, deferred = _from_config_deferred(
+                config(), custom_objects(wire), safe_mode=safe_mode, expected=expected, wire=wire
+            )
+        except KerasPickleError:
+            raise
+        except Exception:
+            continue
+        census = Census(obj)
+        if not wire or _rebuild_state.fits(census, state, skip=skip):
+            return obj, deferred, census
+    obj = from_config(config(), custom_objects(False), safe_mode=safe_mode, expected_variables=expected, compile=False)
+    return obj, [], Census(obj)
 
 
 @contextlib.contextmanager

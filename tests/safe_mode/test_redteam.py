@@ -388,6 +388,21 @@ def test_absurd_declared_shapes_are_refused(marker, parts, shape):
     assert_refused(redteam.craft(header, body), marker, keras_pickle.KerasUnpicklingError)
 
 
+@pytest.mark.parametrize("layer", [1, 2], ids=["first Dense", "last Dense"])
+def test_a_build_config_claiming_a_huge_input_is_refused_before_keras_allocates(parts, layer):
+    """A 3 kB payload whose layer says it was built for a 10^9-wide input: the rebuild with recorded specs
+    fails, and the ordinary build that follows would allocate an 8 GB kernel (and its initializer's
+    temporaries) before any shape check. Safe mode allocates no more than twice what the payload carries.
+    (Keras has drawn its initializers' default seeds from Python's random module by then, as any load does.)"""
+    header, body = parts
+
+    def edit(config):
+        redteam.layer_configs(config)[layer]["build_config"] = {"input_shape": [None, 10**9]}
+
+    with pytest.raises(keras_pickle.StateMismatchError, match=r"allocate a variable 'kernel' of shape \(1000000000,"):
+        keras_pickle.loads(redteam.craft(header, redteam.edit_config(body, edit)))
+
+
 @pytest.mark.parametrize("change", ["fewer", "more", "shorter", "longer"])
 def test_out_of_band_buffers_of_the_wrong_count_or_size_are_refused(marker, change):
     buffers: list = []
