@@ -49,8 +49,11 @@ def test_atheris_fixed_budget_finds_nothing(tmp_path):
         "-rss_limit_mb=4096",
         "-timeout=60",
     ]
+    # The session's own environment, not what earlier tests and engines (Ray, Spark, Dask, MLflow) left in
+    # this process's: run alone, the same session peaks under 1 GB.
+    kept = ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "SYSTEMROOT")
     env = {
-        **os.environ,
+        **{name: os.environ[name] for name in kept if name in os.environ},
         "TF_CPP_MIN_LOG_LEVEL": "3",
         "KERAS_BACKEND": "tensorflow",
         "PYTHONHASHSEED": "0",
