@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 from typing import Any
 
 import keras
@@ -95,9 +96,7 @@ def _rebuild_with_state(blueprint: Blueprint, *, safe_mode: bool) -> Any:
         return unconsumed.pop() if unconsumed else json.loads(blueprint.config_json)
 
     skip = _construct.argument_variables(constructed)
-    carried = sum(int(np.size(array)) for _, array in state.variables)
-    carried += sum(int(np.size(array)) for layer in state.layer_states for _, array in layer.own_variables)
-    bounded = _deferred.bounded_allocation(carried) if safe_mode else contextlib.nullcontext()
+    bounded = _deferred.bounded_allocation(_carried_values(state)) if safe_mode else contextlib.nullcontext()
     with bounded:  # safe mode: Keras allocates no more than the payload carries
         obj, deferred, census = _built(config, custom_objects, state, skip, safe_mode=safe_mode, expected=expected)
         _rebuild_state.apply_to_layers(census, state, skip=skip)
@@ -119,6 +118,13 @@ def _rebuild_with_state(blueprint: Blueprint, *, safe_mode: bool) -> Any:
     _rebuild_state.apply_to_held_optimizers(census, state, _records.resolve_part)
     _rebuild_state.apply_to_metrics(census, state)
     return obj
+
+
+def _carried_values(state: Any) -> int:
+    """How many values the state carries: its variables and its layers' own variables (any array type)."""
+    arrays = [array for _, array in state.variables]
+    arrays += [array for layer in state.layer_states for _, array in layer.own_variables]
+    return sum(math.prod(int(dim) for dim in getattr(array, "shape", np.shape(array))) for array in arrays)
 
 
 def _built(config, custom_objects, state, skip, *, safe_mode: bool, expected: int) -> tuple[Any, list, Census]:
