@@ -124,7 +124,7 @@ def _carried_values(state: Any) -> int:
     """How many values the state carries: its variables and its layers' own variables (any array type)."""
     arrays = [array for _, array in state.variables]
     arrays += [array for layer in state.layer_states for _, array in layer.own_variables]
-    return sum(math.prod(int(dim) for dim in getattr(array, "shape", np.shape(array))) for array in arrays)
+    return sum(math.prod(np.shape(array)) for array in arrays)
 
 
 def _built(config, custom_objects, state, skip, *, safe_mode: bool, expected: int) -> tuple[Any, list, Census]:
