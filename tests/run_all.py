@@ -4,30 +4,67 @@ The whole suite runs on TensorFlow; every test file marked ``backends``
 (``pytestmark = pytest.mark.backends``: the files whose behaviour depends on
 how a backend stores variables) runs again on JAX and on PyTorch. Keras picks
 its backend once per process, hence one process each. The tests marked
-``tf_keras`` (tf-keras, Keras 2) run in a fourth process of their own::
+``tf_keras`` (tf-keras, Keras 2) run in a process of their own, and the
+TensorFlow run is split in two by folder (:data:`RUNS`)::
 
-    python tests/run_all.py                      # all four
+    python tests/run_all.py                      # every run, two at a time
+    python tests/run_all.py --jobs 1             # one at a time, output passed through as it comes
     python tests/run_all.py --backend jax        # one backend alone (its marked files)
     KERAS_BACKEND=torch python -m pytest -m backends   # the same, by hand
     python -m pytest -m tf_keras                 # the tf-keras tests alone
 
-Extra arguments go to every pytest run. The exit status is pytest's worst; the last line
-adds up what every run passed and failed.
+A pytest process keeps about one core busy (its tests wait on child interpreters, workers and
+TensorFlow's start), so two at a time on two cores take a little over half the time one at a time does.
+With more than one at a time, each run's output is printed whole when it ends. Extra arguments go to
+every pytest run. The exit status is pytest's worst; the last line adds up what every run passed and failed.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import re
 import subprocess
 import sys
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 REPO_DIR = Path(__file__).resolve().parent.parent
 BACKENDS = ("tensorflow", "jax", "torch", "tf-keras")
-"""The pytest runs: Keras 3 on each backend, then tf-keras (on TensorFlow)."""
+"""What ``--backend`` chooses from: Keras 3 on each backend, and tf-keras (on TensorFlow)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Run:
+    """One pytest process: its backend, its marker, and its folders (``only`` these, or all but ``ignore``)."""
+
+    name: str
+    backend: str
+    marker: str
+    ignore: tuple[str, ...] = ()
+    only: tuple[str, ...] = ()
+
+    def argv(self, extra: list[str]) -> list[str]:
+        folders = [str(Path("tests", folder)) for folder in self.only]
+        ignored = [f"--ignore={Path('tests', folder)}" for folder in self.ignore]
+        # The slowest tests of each run are listed at its end: where the run's time goes.
+        return [sys.executable, "-m", "pytest", "-m", self.marker, "--durations=15", *ignored, *extra, *folders]
+
+
+TENSORFLOW_FIRST_HALF = ("models", "format")
+"""The folders of the first TensorFlow process, about half the TensorFlow run's time (models 946 s and
+format 74 s of 2,115 s on two cores); the second process runs every other folder."""
+RUNS = (
+    Run("tensorflow (models, format)", "tensorflow", "not tf_keras", only=TENSORFLOW_FIRST_HALF),
+    Run("tensorflow (the other folders)", "tensorflow", "not tf_keras", ignore=TENSORFLOW_FIRST_HALF),
+    Run("jax", "jax", "backends"),
+    Run("torch", "torch", "backends"),
+    Run("tf-keras", "tf-keras", "tf_keras"),
+)
+"""Longest first, so that two at a time end close together."""
 OLD_KERAS = ("3.10.0", "3.8.0")
 """Older Keras 3 versions tests/models/test_version_skew.py writes and reads payloads with; 3.8.0 is the
 oldest pyproject.toml admits. Each goes to its own directory (pure Python; its dependencies are
@@ -46,34 +83,31 @@ def install_old_keras() -> None:
             )  # fmt: skip
 
 
-def pytest_args(backend: str, extra: list[str]) -> list[str]:
-    marker = {"tensorflow": "not tf_keras", "tf-keras": "tf_keras"}.get(backend, "backends")
-    # The slowest tests of each run are listed at its end: where the run's time goes.
-    return [sys.executable, "-m", "pytest", "-m", marker, "--durations=15", *extra]
-
-
-def run_pytest(backend: str, extra: list[str]) -> tuple[int, dict[str, int]]:
-    """One backend's pytest run, its output passed through; its exit code and its summary counts."""
+def run_pytest(run: Run, extra: list[str], live: bool) -> tuple[int, dict[str, int], float, str]:
+    """One pytest run: its exit code, its summary counts, its seconds and its output. The output goes
+    through to this process's as it comes where ``live``, and is only returned otherwise."""
     # With the older Keras versions installed, their tests fail rather than skip when they are not found;
     # so do the engine tests (Spark, MLflow...) when an engine or Spark's Java runtime is missing.
-    keras_backend = "tensorflow" if backend == "tf-keras" else backend
     env = {
         **os.environ,
-        "KERAS_BACKEND": keras_backend,
+        "KERAS_BACKEND": "tensorflow" if run.backend == "tf-keras" else run.backend,
         "TF_CPP_MIN_LOG_LEVEL": "3",
         "KERAS_PICKLE_REQUIRE_OLD_KERAS": "1",
         "KERAS_PICKLE_REQUIRE_ENGINES": "1",
     }
-    counts: dict[str, int] = {}
+    start, lines, counts = time.perf_counter(), [], {}
     with subprocess.Popen(
-        pytest_args(backend, extra), cwd=REPO_DIR, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        run.argv(extra), cwd=REPO_DIR, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
     ) as process:
         for line in process.stdout:
-            sys.stdout.write(line)
-            sys.stdout.flush()
+            if live:
+                sys.stdout.write(line)
+                sys.stdout.flush()
+            else:
+                lines.append(line)
             if SUMMARY.search(line):
                 counts = {word: int(number) for number, word in COUNT.findall(line)}
-    return process.returncode, counts
+    return process.returncode, counts, time.perf_counter() - start, "".join(lines)
 
 
 SUMMARY = re.compile(r"\d+ (passed|failed|error|errors|skipped|deselected)\b.* in [\d.]+s")
@@ -83,18 +117,32 @@ COUNT = re.compile(r"(\d+) (passed|failed|errors?|skipped)\b")
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--backend", choices=BACKENDS, action="append", help="run only this backend (repeatable)")
+    parser.add_argument("--jobs", type=int, default=2, help="pytest processes at a time (default 2)")
     args, extra = parser.parse_known_args(argv)
     install_old_keras()
-    worst, lines, passed, failed = 0, [], 0, 0
-    for backend in args.backend or BACKENDS:
-        print(f"==== {backend} ====", flush=True)
-        start = time.perf_counter()
-        code, counts = run_pytest(backend, extra)
-        lines.append(f"{backend}: pytest exited {code} after {time.perf_counter() - start:.0f} s: {counts}")
+    runs = [run for run in RUNS if run.backend in (args.backend or BACKENDS)]
+    jobs = max(1, min(args.jobs, len(runs)))
+    print(f"{len(runs)} pytest runs, {jobs} at a time: {', '.join(run.name for run in runs)}", flush=True)
+    printing, results = threading.Lock(), {}
+
+    def one(run: Run) -> None:
+        if jobs == 1:
+            print(f"==== {run.name} ====", flush=True)
+        results[run] = run_pytest(run, extra, live=jobs == 1)
+        if jobs > 1:
+            with printing:
+                print(f"==== {run.name} ====\n{results[run][3]}", flush=True)
+
+    with ThreadPoolExecutor(jobs) as pool:
+        for future in [pool.submit(one, run) for run in runs]:
+            future.result()
+    worst, passed, failed = 0, 0, 0
+    for run in runs:
+        code, counts, seconds, _ = results[run]
+        print(f"{run.name}: pytest exited {code} after {seconds:.0f} s: {counts}")
         worst = max(worst, code)
         passed += counts.get("passed", 0)
         failed += counts.get("failed", 0) + counts.get("error", 0) + counts.get("errors", 0)
-    print("\n".join(lines))
     print(f"total: {passed} passed, {failed} failed")
     return worst
 

@@ -1,0 +1,36 @@
+"""tests/run_all.py, the README's test command: every pytest run it makes, two at a time, and the worst exit status."""
+
+from __future__ import annotations
+
+import run_all
+from helpers import TESTS_DIR
+
+
+def test_the_tensorflow_processes_run_every_folder_exactly_once():
+    tensorflow = [run for run in run_all.RUNS if run.backend == "tensorflow"]
+    folders = sorted(p.parent.name for p in TESTS_DIR.glob("*/test_*.py"))
+    for folder in set(folders):
+        chosen = [run.name for run in tensorflow if (folder in run.only) or (not run.only and folder not in run.ignore)]
+        assert len(chosen) == 1, (folder, chosen)
+
+
+def test_runs_side_by_side_print_each_output_whole_and_exit_with_the_worst(tmp_path, monkeypatch, capsys):
+    for name, body in {"passing": "assert True", "failing": "assert 1 == 2, 'the failing run'"}.items():
+        (tmp_path / name).mkdir()
+        (tmp_path / name / f"test_{name}.py").write_text(f"def test_{name}():\n    {body}\n")
+    runs = tuple(
+        run_all.Run(name, "tensorflow", "not tf_keras", only=(str(tmp_path / name),)) for name in ("passing", "failing")
+    )
+    monkeypatch.setattr(run_all, "RUNS", runs)
+    monkeypatch.setattr(run_all, "install_old_keras", lambda: None)
+
+    code = run_all.main(["--jobs", "2", "-p", "no:cacheprovider"])
+
+    out = capsys.readouterr().out
+    assert code == 1
+    assert out.count("==== passing ====") == 1 and out.count("==== failing ====") == 1
+    failing = out[out.index("==== failing ====") :]
+    failing = failing[: failing.index("==== passing ====")] if "==== passing ====" in failing else failing
+    assert "the failing run" in failing and "1 failed" in failing  # its output, in its own block
+    assert "passing: pytest exited 0" in out and "failing: pytest exited 1" in out
+    assert out.rstrip().endswith("total: 1 passed, 1 failed")
