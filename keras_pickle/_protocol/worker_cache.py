@@ -74,13 +74,13 @@ def rebuilt_or_copied(header: dict, body: dict, rebuild: Callable[[], Any], copy
         kept = _kept.get(key)
         if kept is None:
             _kept.clear()  # the previous payload's model goes before this one is built
+        else:
+            hits += 1
     if kept is None:
         kept = rebuild()
         with _lock:
             _kept.clear()
             _kept[key] = kept
-    else:
-        hits += 1
     try:
         return copy(kept)
     except Exception:
