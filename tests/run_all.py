@@ -15,7 +15,8 @@ TensorFlow run is split in two by folder (:data:`RUNS`)::
 
 A pytest process keeps about one core busy (its tests wait on child interpreters, workers and
 TensorFlow's start), so two at a time on two cores take 36 minutes where one at a time took 60.
-With more than one at a time, each run's output is printed whole when it ends. Extra arguments go to
+With more than one at a time, each run's output is printed whole when it ends, and meanwhile the line
+pytest writes for each test file it has run, named by its run. Extra arguments go to
 every pytest run. The exit status is pytest's worst; the last line adds up what every run passed and failed.
 """
 
@@ -29,6 +30,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -83,9 +85,9 @@ def install_old_keras() -> None:
             )  # fmt: skip
 
 
-def run_pytest(run: Run, extra: list[str], live: bool) -> tuple[int, dict[str, int], float, str]:
-    """One pytest run: its exit code, its summary counts, its seconds and its output. The output goes
-    through to this process's as it comes where ``live``, and is only returned otherwise."""
+def run_pytest(run: Run, extra: list[str], echo: Callable[[str], None]) -> tuple[int, dict[str, int], float, str]:
+    """One pytest run: its exit code, its summary counts, its seconds and its whole output; each line is also
+    handed to ``echo`` as it comes."""
     # With the older Keras versions installed, their tests fail rather than skip when they are not found;
     # so do the engine tests (Spark, MLflow...) when an engine or Spark's Java runtime is missing.
     env = {
@@ -100,11 +102,8 @@ def run_pytest(run: Run, extra: list[str], live: bool) -> tuple[int, dict[str, i
         run.argv(extra), cwd=REPO_DIR, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
     ) as process:
         for line in process.stdout:
-            if live:
-                sys.stdout.write(line)
-                sys.stdout.flush()
-            else:
-                lines.append(line)
+            echo(line)
+            lines.append(line)
             if SUMMARY.search(line):
                 counts = {word: int(number) for number, word in COUNT.findall(line)}
     return process.returncode, counts, time.perf_counter() - start, "".join(lines)
@@ -112,6 +111,8 @@ def run_pytest(run: Run, extra: list[str], live: bool) -> tuple[int, dict[str, i
 
 SUMMARY = re.compile(r"\d+ (passed|failed|error|errors|skipped|deselected)\b.* in [\d.]+s")
 COUNT = re.compile(r"(\d+) (passed|failed|errors?|skipped)\b")
+PROGRESS = re.compile(r"\[\s*\d+%\]\s*$")
+"""pytest's line for a test file it has run, ``tests/x/test_y.py ..F.  [ 42%]``."""
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -126,9 +127,18 @@ def main(argv: list[str] | None = None) -> int:
     printing, results = threading.Lock(), {}
 
     def one(run: Run) -> None:
+        def progress(line: str) -> None:  # side by side: each file's line as it ends, named by its run
+            if PROGRESS.search(line):
+                with printing:
+                    print(f"{run.name} | {line}", end="", flush=True)
+
+        def through(line: str) -> None:
+            sys.stdout.write(line)
+            sys.stdout.flush()
+
         if jobs == 1:
             print(f"==== {run.name} ====", flush=True)
-        results[run] = run_pytest(run, extra, live=jobs == 1)
+        results[run] = run_pytest(run, extra, through if jobs == 1 else progress)
         if jobs > 1:
             with printing:
                 print(f"==== {run.name} ====\n{results[run][3]}", flush=True)

@@ -32,5 +32,7 @@ def test_runs_side_by_side_print_each_output_whole_and_exit_with_the_worst(tmp_p
     failing = out[out.index("==== failing ====") :]
     failing = failing[: failing.index("==== passing ====")] if "==== passing ====" in failing else failing
     assert "the failing run" in failing and "1 failed" in failing  # its output, in its own block
+    progress = [line for line in out.splitlines() if line.endswith("[100%]") and " | " in line]
+    assert sorted(line.split(" | ")[0] for line in progress) == ["failing", "passing"], out  # each file, as it ended
     assert "passing: pytest exited 0" in out and "failing: pytest exited 1" in out
     assert out.rstrip().endswith("total: 1 passed, 1 failed")
