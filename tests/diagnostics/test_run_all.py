@@ -8,8 +8,7 @@ from helpers import TESTS_DIR
 
 def test_the_tensorflow_processes_run_every_folder_exactly_once():
     tensorflow = [run for run in run_all.RUNS if run.backend == "tensorflow"]
-    folders = sorted(p.parent.name for p in TESTS_DIR.glob("*/test_*.py"))
-    for folder in set(folders):
+    for folder in {path.parent.name for path in TESTS_DIR.glob("*/test_*.py")}:
         chosen = [run.name for run in tensorflow if (folder in run.only) or (not run.only and folder not in run.ignore)]
         assert len(chosen) == 1, (folder, chosen)
 
