@@ -107,6 +107,7 @@ def loads(
     custom_objects: Mapping[str, Any] | None = None,
     allow_by_value: bool = False,
     allow_callbacks: bool = False,
+    allow_control_flow: bool = False,
     buffers: Iterable[Any] | None = None,
 ) -> Any:
     """Load a keras_pickle payload (or a structure holding some) from bytes.
@@ -123,7 +124,11 @@ def loads(
     the writer's main script that this process's main script does not define:
     its code is in the payload) unless ``allow_by_value=True`` says the
     payload's writer is trusted to run that code here; so are callbacks (they
-    act on files) unless ``allow_callbacks=True``.
+    act on files) unless ``allow_callbacks=True``; so are Keras's control-flow
+    ops (``switch``, ``cond``, ``while_loop``... in a Functional model: they
+    call the functions their arguments name) unless
+    ``allow_control_flow=True``, and even then each function they call must be
+    one of Keras's pure tensor functions or named in ``custom_objects``.
     ``safe_mode=False`` unpickles like ``pickle.loads``.
     ``buffers`` are the out-of-band buffers of a protocol-5 ``dumps``.
 
@@ -142,7 +147,7 @@ def loads(
         raise NotAPayloadError("Not a keras_pickle payload: the data is empty.", found="empty data")
     # BytesIO shares a bytes object's memory instead of copying it.
     file = io.BytesIO(data if type(data) is bytes else view)
-    options = _load_options(safe_mode, custom_objects, allow_by_value, allow_callbacks)
+    options = _load_options(safe_mode, custom_objects, allow_by_value, allow_callbacks, allow_control_flow)
     return _load_one(file, options, buffers=buffers, describe=lambda: describe_bytes(view))
 
 
@@ -153,11 +158,12 @@ def load(
     custom_objects: Mapping[str, Any] | None = None,
     allow_by_value: bool = False,
     allow_callbacks: bool = False,
+    allow_control_flow: bool = False,
     buffers: Iterable[Any] | None = None,
 ) -> Any:
     """Like :func:`loads`, reading one pickle from a binary file object, or from the file at a path
     (``str`` or ``os.PathLike``, as ``joblib.load`` and ``keras.saving.load_model`` take)."""
-    options = _load_options(safe_mode, custom_objects, allow_by_value, allow_callbacks)
+    options = _load_options(safe_mode, custom_objects, allow_by_value, allow_callbacks, allow_control_flow)
     if isinstance(file, (str, os.PathLike)):
         with open(file, "rb") as opened:
             return _load_one(opened, options, buffers=buffers, describe=lambda: f"the file {os.fspath(file)!r}")
@@ -183,7 +189,11 @@ def _is_file_or_path(data: Any) -> bool:
 
 
 def _load_options(
-    safe_mode: bool, custom_objects: Mapping[str, Any] | None, allow_by_value: bool, allow_callbacks: bool
+    safe_mode: bool,
+    custom_objects: Mapping[str, Any] | None,
+    allow_by_value: bool,
+    allow_callbacks: bool,
+    allow_control_flow: bool = False,
 ) -> _options.LoadOptions:
     if custom_objects is not None and not (
         isinstance(custom_objects, Mapping) and all(isinstance(key, str) for key in custom_objects)
@@ -196,6 +206,7 @@ def _load_options(
         safe_mode=safe_mode,
         allow_by_value=allow_by_value,
         allow_callbacks=allow_callbacks,
+        allow_control_flow=allow_control_flow,
         custom_objects=dict(custom_objects or {}),
     )
 

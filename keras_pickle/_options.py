@@ -45,6 +45,8 @@ class LoadOptions:
     allow_by_value: bool = False
     # Safe mode only: whether callbacks the payload carries (they act on files) may be restored.
     allow_callbacks: bool = False
+    # Safe mode only: whether Keras's control-flow ops (they call the functions their arguments name) may be built.
+    allow_control_flow: bool = False
     # The caller's custom objects (keras_pickle.loads(custom_objects=...)): names Keras may resolve, and
     # objects safe mode always allows, since the caller named them.
     custom_objects: dict = dataclasses.field(default_factory=dict)
