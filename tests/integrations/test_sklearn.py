@@ -1,7 +1,7 @@
 """scikit-learn + scikeras 0.13: parallel grid searches, fitted estimators, clone, import order.
 
-Instances of metrics, callbacks and optimizers inside estimators are refused by
-default; the two ways forward (the scikeras way, and
+Instances of metrics and callbacks inside estimators are refused by default where state would be
+lost (an optimizer instance travels by its config, or as its model's once fitted); the two ways forward (the scikeras way, and
 ``install(allow=("metrics", "callbacks"))``) are tested here with a real
 ``GridSearchCV(n_jobs=2)`` and ``joblib.dump`` / ``joblib.load``.
 """
@@ -141,6 +141,39 @@ def test_instances_in_an_estimator_are_refused_where_state_would_be_lost_naming_
         assert "keras_pickle.install(allow=(" in str(info.value)
 
 
+def metrics_results(model) -> dict:
+    return {name: float(keras.ops.convert_to_numpy(value)) for name, value in model.get_metrics_result().items()}
+
+
+def test_a_grid_search_over_a_metric_instance_pickles_with_the_models_running_totals(tmp_path):
+    """The everyday style, metrics=[keras.metrics.AUC()]: after a whole search, pickle.dump(search) works and the
+    best estimator's model comes back with the same metrics results, its AUC still the estimator's own."""
+    search = grid_search(instances_estimator(callbacks=None), {"epochs": [1, 2]})
+    best = search.best_estimator_
+    assert best.metrics[0] is best.model_._compile_metrics.metrics[0]
+    assert metrics_results(best.model_)["auc"] != 0.0
+    with open(tmp_path / "search.pkl", "wb") as f:
+        pickle.dump(search, f)
+    with open(tmp_path / "search.pkl", "rb") as f:
+        loaded = pickle.load(f).best_estimator_
+    assert metrics_results(loaded.model_) == metrics_results(best.model_)
+    assert loaded.metrics[0] is loaded.model_._compile_metrics.metrics[0]
+    assert_same_estimator(best, loaded)
+
+
+def test_partial_fit_with_a_metric_instance_pickles_between_calls_and_keeps_its_history_names():
+    """scikeras's test_partial_fit_history_metric_names, pickled between the calls: the history keeps one
+    entry per metric and per call."""
+    estimator = instances_estimator(callbacks=None, epochs=1)
+    names = None
+    for calls in (1, 2):
+        estimator.partial_fit(X, Y)
+        estimator = pickle.loads(pickle.dumps(estimator))
+        names = names or list(estimator.history_)
+        assert list(estimator.history_) == names and len(names) == 2 and "loss" in names
+        assert [len(values) for values in estimator.history_.values()] == [calls, calls]
+
+
 def scikeras_way_estimator():
     """The same estimator without instances: classes, strings and routed parameters."""
     return KerasClassifier(
@@ -234,6 +267,18 @@ def test_allow_metrics_and_callbacks_grid_search_and_joblib(tmp_path):
     # Every attribute: the model it is attached to is the estimator's model, as before.
     assert stopping2.model is loaded.model_
     assert loaded._fit_callbacks[0] is stopping2
+
+
+def test_an_optimizer_instance_needs_no_opting_in_unfitted_or_fitted():
+    """What docs/integrations/README.md and scikit-learn-scikeras.md say: no install(allow=("optimizers",))."""
+    estimator = instances_estimator(optimizer=keras.optimizers.Adam(0.01), metrics=None, callbacks=None, epochs=1)
+    restored = pickle.loads(pickle.dumps(estimator))  # never built: its config
+    assert restored.optimizer.get_config() == estimator.optimizer.get_config() and not restored.optimizer.built
+    estimator.fit(X, Y)
+    restored = pickle.loads(pickle.dumps(estimator))  # built: its model's, with the model's state
+    assert restored.optimizer is restored.model_.optimizer
+    assert int(restored.optimizer.iterations) == int(estimator.optimizer.iterations) > 0
+    assert_same_estimator(estimator, restored)
 
 
 @pytest.mark.usefixtures("allow_metrics_and_callbacks")
