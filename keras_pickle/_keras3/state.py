@@ -4,7 +4,9 @@
   non-trainable variable (BatchNormalization statistics, Normalization
   mean/variance) and every ``SeedGenerator`` state (Dropout & co).
 * ``metric_variables``: the variables of the metrics a layer holds as
-  attributes (keras.io's ``self.total_loss_tracker = keras.metrics.Mean()``).
+  attributes (keras.io's ``self.total_loss_tracker = keras.metrics.Mean()``), then
+  the running totals of a fitted model's compile metrics
+  (:mod:`keras_pickle._keras3.compile_metrics`).
 * ``optimizer_variables``: ``obj.optimizer.variables`` (iterations, learning
   rate, slots) of a compiled model; ``held_optimizers``: any other optimizer
   the model holds as an attribute (keras.io's GAN: ``d_optimizer``,
@@ -24,8 +26,9 @@ another dtype (int64 iterations on TensorFlow, int32 on JAX and PyTorch;
 seed-generator state): :mod:`keras_pickle._keras3.convert` converts it, exactly or
 not at all. A payload of the same backend is assigned untouched.
 
-The running totals of a compiled model's compile metrics are not captured:
-Keras resets them at the start of every ``fit`` / ``evaluate``.
+A model compiled without metrics carries no compile-time totals: its loss
+tracker's, which Keras resets at the start of every ``fit`` / ``evaluate``, travel
+only beside compile metrics (:mod:`keras_pickle._keras3.compile_metrics`).
 """
 
 from __future__ import annotations
@@ -36,13 +39,15 @@ from .._blueprint import Blueprint as Blueprint
 from .._blueprint import CapturedState as CapturedState
 from .._blueprint import HeldOptimizer as HeldOptimizer
 from .._blueprint import describe as describe
+from . import compile_metrics as _compile_metrics
 from .census import census_of
 
 
 def metric_variables(obj: Any) -> list[tuple[str, Any]]:
     """``(key, variable)`` of every metric a layer of ``obj`` (or of its census) holds as an attribute
     (Keras tracks them in ``_metrics``; a compiled model's compile metrics and loss tracker are not
-    among them)."""
+    among them), then those of the root's compile metrics whose totals travel
+    (:func:`keras_pickle._keras3.compile_metrics.carried`)."""
     census = census_of(obj)
     found = []
     for layer in census.layers:
@@ -52,7 +57,7 @@ def metric_variables(obj: Any) -> list[tuple[str, Any]]:
         for metric in getattr(layer, "_metrics", ()):
             for v in metric.variables:
                 found.append((f"{prefix}/{metric.name}/{v.name}".lstrip("/"), v))
-    return found
+    return found + _compile_metrics.carried(census.root)
 
 
 def optimizer_of(obj: Any):

@@ -17,6 +17,7 @@ from typing import Any
 
 from .. import _dialect
 from .._capture import payload as _capture_payload
+from .._keras3 import compile_metrics as _compile_metrics
 from .._keras3 import records as _records
 from ..errors import PickleRefusedError
 from . import copy as _copy
@@ -116,10 +117,14 @@ def _opt_in_covers(kind: str, obj: Any) -> bool:
 def carried_whole(kind: str, obj: Any, owned: tuple[Any, str]) -> bool:
     """Whether the payload of ``obj``'s model (``owned``: ``(model, path)``) carries ``obj`` with all its state.
 
-    Everything a model owns but a compile metric's running totals, which the model's payload leaves out
-    (Keras resets them at the start of every ``fit()`` and ``evaluate()``): a compile metric travels as the
-    model's only while it holds nothing a fresh one would not."""
-    return not (kind == "metrics" and owned[1].startswith("compile_metrics[") and not _opt_in.holds_no_state(kind, obj))
+    Everything a model owns, a compile metric's running totals included once the model's compile metrics are
+    built (:func:`keras_pickle._keras3.compile_metrics.carried`). A compile metric the model has not built
+    yet (compiled, never fitted or evaluated) travels as the model's only while it holds nothing a fresh one
+    would not."""
+    if not (kind == "metrics" and owned[1].startswith("compile_metrics[")) or _opt_in.holds_no_state(kind, obj):
+        return True
+    carried = {id(variable) for _key, variable in _compile_metrics.carried(owned[0])}
+    return all(id(variable) in carried for variable in obj.variables)
 
 
 def _refusal(why: str, instead: str, kind: str) -> tuple[Callable, Callable]:
@@ -146,9 +151,9 @@ def _refusal(why: str, instead: str, kind: str) -> tuple[Callable, Callable]:
         )
         if owned is not None and not carried_whole(kind, obj, owned):
             what_to_do = (
-                f"It is {type(owned[0]).__name__} '{owned[0].name}''s {owned[1]}, whose running totals the "
-                "model's own pickle leaves out (Keras resets them at the start of every fit() and evaluate()), "
-                "so they would be lost with it too. If they do not matter, call metric.reset_state() first and "
+                f"It is {type(owned[0]).__name__} '{owned[0].name}''s {owned[1]}, which holds totals while the "
+                "model has not built its compile metrics (it was never fitted or evaluated), so the model's own "
+                "pickle cannot carry them. If they do not matter, call metric.reset_state() first and "
                 f"it travels as that model's (pickle.dumps((model, {kind[:-1]})))."
             )
         elif owned is not None:

@@ -10,6 +10,7 @@ import keras
 import numpy as np
 
 from .._keras3 import backend as _backend
+from .._keras3 import compile_metrics as _compile_metrics
 from .._keras3 import convert as _convert
 from .._keras3 import deferred as _deferred
 from .._keras3 import layer_state as _layer_state
@@ -55,12 +56,14 @@ def apply_to_layers(obj: Any, state: CapturedState, *, skip: set[int] = frozense
 
 
 def apply_to_metrics(obj: Any, state: CapturedState) -> None:
-    """Load the variables of the metrics ``obj`` holds as attributes: after compiling, which may create some
-    (a custom ``compile()`` that makes its trackers)."""
+    """Load the variables of the metrics ``obj`` holds as attributes, and the running totals of its compile
+    metrics: after compiling, which may create some (a custom ``compile()`` that makes its trackers), and
+    builds the compile metrics the payload carries (:func:`_compile_metrics.build_to_receive`)."""
     if not state.metric_variables:
         return
     census = census_of(obj)
     obj = census.root
+    _compile_metrics.build_to_receive(obj, [key for key, _value in state.metric_variables])
     pairs = metric_variables(census)
     targets = in_saved_order([v for _, v in pairs], [key for key, _ in pairs], state.metric_variables)
     owner = f"the metrics held by {describe(obj)}"

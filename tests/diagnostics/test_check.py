@@ -459,26 +459,40 @@ def test_check_says_a_model_and_its_optimizer_pickle_together_as_pickle_does(com
         assert_truthful(obj, report)
 
 
-def test_a_compile_metric_with_running_totals_is_refused_after_its_model_and_the_advice_works():
-    """A compile metric's running totals are not in its model's pickle (Keras resets them at every fit and
-    evaluate): with totals it is refused even after its model, by pickle and check() alike, and the refusal's
-    advice (reset_state(), then the model first) pickles it as the restored model's own metric."""
+def test_a_compile_metric_travels_with_its_fitted_models_totals_and_check_agrees():
+    """A fitted model's payload carries its compile metrics' running totals: the metric after its model
+    pickles, by pickle and check() alike, and comes back as the restored model's own, totals included."""
     keras.utils.set_random_seed(0)
     auc = keras.metrics.AUC(name="auc")
     model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1, activation="sigmoid")])
     model.compile(optimizer="adam", loss="binary_crossentropy", metrics=[auc])
     model.fit(np.linspace(0, 1, 32).reshape(16, 2), np.tile([[0.0], [1.0]], (8, 1)), verbose=0)
     assert float(auc.result()) != 0.0
-    with pytest.raises(keras_pickle.PickleRefusedError, match="running totals") as info:
+    report = keras_pickle.check((model, auc))
+    assert report.ok, str(report)
+    assert_truthful((model, auc), report)
+    restored, restored_auc = pickle.loads(pickle.dumps((model, auc)))
+    assert float(restored_auc.result()) == float(auc.result())
+    assert restored_auc is restored._compile_metrics.metrics[0]
+
+
+def test_a_compile_metric_with_totals_its_unfitted_model_cannot_carry_is_refused_and_the_advice_works():
+    """A model that never built its compile metrics (never fitted) carries no totals: a compile metric that
+    holds some is refused even after its model, by pickle and check() alike, and the refusal's advice
+    (reset_state(), then the model first) pickles it as the restored model's own metric."""
+    auc = keras.metrics.AUC(name="auc")
+    model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1, activation="sigmoid")])
+    model.compile(optimizer="adam", loss="binary_crossentropy", metrics=[auc])
+    auc.update_state([0.0, 1.0], [0.2, 0.9])
+    with pytest.raises(keras_pickle.PickleRefusedError, match="never fitted or evaluated") as info:
         pickle.dumps((model, auc))
     assert "metric.reset_state()" in str(info.value)
     report = keras_pickle.check((model, auc))
-    assert not report.ok and "running totals" in str(report), str(report)
+    assert not report.ok and "never fitted or evaluated" in str(report), str(report)
     assert_truthful((model, auc), report)
 
     auc.reset_state()
     report = keras_pickle.check((model, auc))
     assert report.ok, str(report)
     restored, restored_auc = pickle.loads(pickle.dumps((model, auc)))
-    restored.evaluate(np.linspace(0, 1, 32).reshape(16, 2), np.tile([[0.0], [1.0]], (8, 1)), verbose=0)
-    assert float(restored_auc.result()) == restored.get_metrics_result()["auc"]
+    assert restored_auc is restored._compile_metrics._user_metrics[0]
