@@ -6,6 +6,7 @@ import contextlib
 import io
 import os
 import pickle
+import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import IO, Any
 
@@ -21,7 +22,7 @@ from ._rebuild.vetting import globals_policy
 from ._wire import damage as _damage
 from ._wire import stream_root
 from ._wire.joined_stream import JoinedStream
-from ._wire.reprs import shorten
+from ._wire.reprs import bounded_repr, shorten
 from .errors import (
     CustomObjectLoadError,
     KerasPickleError,
@@ -60,13 +61,29 @@ def dumps(
 
 def dump(
     obj: Any,
-    file: IO[bytes],
+    file: IO[bytes] | str | os.PathLike,
     protocol: int | None = None,
     *,
     checksum: bool | None = None,
     buffer_callback: Callable[[pickle.PickleBuffer], Any] | None = None,
 ) -> None:
-    """Like :func:`dumps`, writing to a binary file object."""
+    """Like :func:`dumps`, writing to a binary file object, or to the file at a path (``str`` or
+    ``os.PathLike``, created or truncated), as :func:`load` reads them.
+
+    Raises :class:`TypeError` naming ``file`` when it is neither (a text-mode file included), before
+    anything is pickled.
+    """
+    if isinstance(file, (str, os.PathLike)):
+        with open(file, "wb") as opened:
+            dump(obj, opened, protocol, checksum=checksum, buffer_callback=buffer_callback)
+        return
+    if not callable(getattr(file, "write", None)) or isinstance(file, io.TextIOBase):
+        text_mode = " (a text-mode file: open it with 'wb')" if isinstance(file, io.TextIOBase) else ""
+        raise TypeError(
+            "keras_pickle.dump takes a binary file object (with write) or a path as its file. Received: "
+            f"file={bounded_repr(file)} of type {type(file).__name__}{text_mode}."
+            + (" For bytes, use keras_pickle.dumps(obj)." if _is_bytes_like(file) else "")
+        )
     _install.install()
     protocol = pickle.HIGHEST_PROTOCOL if protocol is None else protocol
     if checksum is None:  # the enclosing checksums() block's, if any; else the default
@@ -164,8 +181,10 @@ def load(
     """Like :func:`loads`, reading one pickle from a binary file object, or from the file at a path
     (``str`` or ``os.PathLike``, as ``joblib.load`` and ``keras.saving.load_model`` take)."""
     options = _load_options(safe_mode, custom_objects, allow_by_value, allow_callbacks, allow_control_flow)
+    # A keras_pickle module that calls load (the MLflow flavor) spells the advice in its own terms.
+    internal = sys._getframe(1).f_globals.get("__name__", "").startswith("keras_pickle.")
     if isinstance(file, (str, os.PathLike)):
-        with open(file, "rb") as opened:
+        with open(file, "rb") as opened, _advice_for_load(None if internal else "path"):
             return _load_one(opened, options, buffers=buffers, describe=lambda: f"the file {os.fspath(file)!r}")
     if not (callable(getattr(file, "read", None)) and callable(getattr(file, "readline", None))):
         raise TypeError(
@@ -173,7 +192,26 @@ def load(
             f"{type(file).__name__}." + (" For bytes, use keras_pickle.loads(data)." if _is_bytes_like(file) else "")
         )
     name = getattr(file, "name", file)
-    return _load_one(file, options, buffers=buffers, describe=lambda: f"the file {name!r}")
+    with _advice_for_load(None if internal else "file"):
+        return _load_one(file, options, buffers=buffers, describe=lambda: f"the file {name!r}")
+
+
+LOADS_ADVICE = "keras_pickle.loads(data"
+"""How an error's advice names the call that loads a payload with other switches: :func:`loads`'s spelling,
+which :func:`load` respells with its own argument."""
+
+
+@contextlib.contextmanager
+def _advice_for_load(argument: str | None) -> Iterator[None]:
+    """Within: a keras_pickle error's advice names :func:`load`, which the caller called, with ``argument``
+    (``"file"`` or ``"path"``) where it names ``keras_pickle.loads(data, ...)``; ``None``: as written. The error
+    itself is re-raised, its type and data unchanged."""
+    try:
+        yield
+    except KerasPickleError as e:
+        if argument is not None and e.args and isinstance(e.args[0], str) and LOADS_ADVICE in e.args[0]:
+            e.args = (e.args[0].replace(LOADS_ADVICE, f"keras_pickle.load({argument}"), *e.args[1:])
+        raise
 
 
 def _is_bytes_like(data: Any) -> bool:

@@ -144,6 +144,53 @@ def test_load_takes_a_path_and_loads_says_what_it_takes(tmp_path):
     assert_same_state(model, keras_pickle.load(io.BytesIO(path.read_bytes())))
 
 
+def test_dump_takes_a_path_as_load_does_and_blames_a_wrong_file_not_the_model(tmp_path):
+    model = zoo.sequential()
+    for where in (tmp_path / "as_path.pkl", str(tmp_path / "as_str.pkl")):
+        keras_pickle.dump(model, where)
+        assert_same_state(model, keras_pickle.load(where))
+    for wrong, named in [(42, "file=42 of type int"), (b"", "file=b'' of type bytes")]:
+        with pytest.raises(TypeError, match="keras_pickle.dump takes a binary file object") as info:
+            keras_pickle.dump(model, wrong)
+        assert named in str(info.value) and "Sequential" not in str(info.value)
+    with open(tmp_path / "text.pkl", "w") as text, pytest.raises(TypeError, match="text-mode file: open it with 'wb'"):
+        keras_pickle.dump(model, text)
+
+
+WRITE_BY_VALUE = """
+import sys
+import keras
+import keras_pickle
+
+class Twice(keras.layers.Layer):
+    def call(self, x):
+        return 2 * x
+
+keras_pickle.dump(keras.Sequential([keras.Input((2,)), Twice()]), sys.argv[1])
+"""
+
+
+def test_a_refusals_advice_names_the_function_the_caller_called(tmp_path):
+    """A class the writing script defined travels by value; safe mode refuses it, and the advice is spelt
+    for loads(data, ...), load(file, ...) or load(path, ...), whichever was called."""
+    path = tmp_path / "by_value.pkl"
+    run_python(WRITE_BY_VALUE, str(path))
+    with open(path, "rb") as file:
+        calls = {
+            "keras_pickle.loads(data, allow_by_value=True)": lambda: keras_pickle.loads(path.read_bytes()),
+            "keras_pickle.load(file, allow_by_value=True)": lambda: keras_pickle.load(file),
+            "keras_pickle.load(path, allow_by_value=True)": lambda: keras_pickle.load(path),
+        }
+        for advice, call in calls.items():
+            with pytest.raises(keras_pickle.UnsafePayloadError, match="carries by value") as info:
+                call()
+            assert advice in str(info.value), str(info.value)
+            assert info.value.what == "__main__.Twice"
+    # The advice works as spelt.
+    restored = keras_pickle.load(path, allow_by_value=True)
+    assert type(restored.layers[0]).__name__ == "Twice"
+
+
 def test_an_optimizer_pickled_after_its_model_is_the_models_whether_compiled_before_or_after_install():
     x, y = zoo.data()
 
