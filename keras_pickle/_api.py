@@ -17,7 +17,7 @@ from ._keras3 import native_pickle as _native_pickle
 from ._protocol import install as _install
 from ._protocol import load_failure as _load_failure
 from ._reader import unpickler as _restricted
-from ._reader.prescan import check_lengths, describe_bytes, foreign_format, peek
+from ._reader.prescan import check_lengths, describe_bytes, ended_early, foreign_format, peek
 from ._rebuild.vetting import globals_policy
 from ._wire import damage as _damage
 from ._wire import stream_root
@@ -296,6 +296,10 @@ def _load_one(file: IO[bytes], options: _options.LoadOptions, *, buffers, descri
                 raise damaged from e
             if failure is not None:
                 raise failure from e
+            ended = ended_early(file, start, e)
+            if ended is not None:  # the data stops inside the pickle: say so, not the unpickler's EOFError
+                found = f"{describe()} {ended.partition(':')[0]}"
+                raise NotAPayloadError(f"Not a keras_pickle payload: {describe()} {ended}.", found=found) from e
             if _restricted.looks_like_keras_native(head):  # Keras failed to rebuild its own pickle: say how to convert
                 raise NotAPayloadError(
                     f"Not a keras_pickle payload: Keras could not rebuild the model in {describe()} "

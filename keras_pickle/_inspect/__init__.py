@@ -36,7 +36,7 @@ import os
 from collections.abc import Iterable
 from typing import IO, Any
 
-from .._reader.prescan import SIGNATURES
+from .._reader.prescan import foreign_format
 from .._wire import damage
 from .._wire.reprs import shorten
 from ..errors import KerasPickleError, NotAPayloadError
@@ -94,9 +94,9 @@ def inspect_all(
         try:
             start = bytes(pickle_input.stream.peek(damage.HEAD_BYTES)[: damage.HEAD_BYTES])
             head = start[:8]
-            for signature, description in SIGNATURES:
-                if head.startswith(signature):
-                    raise NotAPayloadError(f"Not a keras_pickle payload: {source} is {description}.", found=description)
+            description = foreign_format(start)
+            if description is not None:
+                raise NotAPayloadError(f"Not a keras_pickle payload: {source} is {description}.", found=description)
             stream = evaluate(pickle_input, hold_data=verify)
             if not stream.payloads:
                 raise NotAPayloadError(_no_payload_message(stream, head, pickle_input), found=source)

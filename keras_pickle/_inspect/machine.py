@@ -348,8 +348,11 @@ def evaluate(pickle_input: Input, *, hold_data: bool) -> Stream:
     except (_Malformed, ValueError, TypeError, IndexError, KeyError, OverflowError, MemoryError) as e:
         if not stream.parsed:
             return stream
+        what = "is not a well-formed pickle"
+        if _ends_early(e):
+            what = "is truncated: it ends before its pickle's end marker, so it is not a well-formed pickle"
         raise NotAPayloadError(
-            f"Not a keras_pickle payload: {source} is not a well-formed pickle ({shorten(str(e), 300)}).",
+            f"Not a keras_pickle payload: {source} {what} ({shorten(str(e), 300)}).",
             found=source,
             original_error=e,
         ) from e
@@ -418,3 +421,8 @@ def _set_items(target: Any, items: list[Any], key: _Keys) -> None:
             target[key(items[i])] = items[i + 1]
     elif not isinstance(target, Call):
         raise _Malformed(f"SETITEMS on a {type(target).__name__}")
+
+
+def _ends_early(error: Exception) -> bool:
+    """Whether ``error`` says the stream ended inside the pickle (pickletools' short read, no STOP)."""
+    return "not enough data in stream" in str(error) or str(error) == "the pickle has no STOP opcode"

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import io
 import pickletools
+import struct
 from collections.abc import Callable
 from typing import IO
 
@@ -189,15 +190,46 @@ SIGNATURES = (
     (b"\x1f\x8b", "gzip-compressed data"),
 )
 
+HDF5_WEIGHTS = (
+    "an HDF5 file that holds no model config: Keras weights (a .weights.h5 file? build the model as it was "
+    "built, then model.load_weights(path))"
+)
+"""What an HDF5 file is whose first bytes name no ``model_config``: every HDF5 model Keras writes records one
+in its root attributes, near the start; a weights file (``model.save_weights``) has none."""
+
 
 def foreign_format(head: bytes) -> str | None:
-    """What a file starting with ``head`` is, if it is a known format that is never a pickle."""
+    """What a file starting with ``head`` (its first 64 KiB, for an HDF5 file's root attributes) is, if it is
+    a known format that is never a pickle."""
     for signature, description in SIGNATURES:
         if head.startswith(signature):
+            if signature == b"\x89HDF" and b"model_config" not in head:
+                return HDF5_WEIGHTS
             return description
     return None
 
 
 def describe_bytes(view: memoryview) -> str:
-    head = bytes(view[:8])
-    return foreign_format(head) or f"{view.nbytes} bytes starting with {head!r}"
+    return foreign_format(bytes(view[:_HEAD])) or f"{view.nbytes} bytes starting with {bytes(view[:8])!r}"
+
+
+_HEAD = 1 << 16
+"""How much of the data :func:`foreign_format` reads."""
+
+
+def ended_early(file: IO[bytes], start: int | None, error: BaseException) -> str | None:
+    """What the data was, where unpickling ``file`` from ``start`` failed with ``error`` because the data
+    ended inside the pickle: ``"is empty"`` (nothing at all), ``"is truncated: ..."`` (what was there); else
+    ``None`` (more follows, or the error is another one). ``start``: where the pickle began, if known."""
+    short_read = isinstance(error, (EOFError, struct.error, IndexError)) or "truncated" in str(error)
+    try:
+        exhausted = file.read(1) == b""
+        end = file.tell() if start is not None else None
+    except (AttributeError, OSError, ValueError):
+        return None
+    if not (short_read and exhausted):
+        return None
+    if start is not None and end == start:
+        return "is empty" if start == 0 else f"has nothing left to read after byte {start:,}"
+    read = f" after {end - start:,} byte{'s' * (end - start != 1)}" if start is not None else ""
+    return f"is truncated: it ends{read}, before its pickle's end marker (a copy or download cut short?)"

@@ -157,6 +157,39 @@ def test_dump_takes_a_path_as_load_does_and_blames_a_wrong_file_not_the_model(tm
         keras_pickle.dump(model, text)
 
 
+def refusals_of(path) -> list[str]:
+    """What load(path), loads(bytes) in both modes, and inspect say of the file at ``path``."""
+    said = []
+    for read in (
+        lambda: keras_pickle.load(path),
+        lambda: keras_pickle.load(path, safe_mode=False),
+        lambda: keras_pickle.loads(path.read_bytes()) if path.stat().st_size else keras_pickle.load(path),
+        lambda: keras_pickle.inspect(path),
+    ):
+        with pytest.raises(keras_pickle.NotAPayloadError) as info:
+            read()
+        said.append(str(info.value))
+    return said
+
+
+def test_bad_files_say_what_they_are(tmp_path):
+    """An empty file is empty, a cut one is truncated, a weights file gets model.load_weights advice."""
+    model = zoo.sequential()
+    (tmp_path / "empty.pkl").write_bytes(b"")
+    (tmp_path / "ten.pkl").write_bytes(keras_pickle.dumps(model)[:10])
+    model.save_weights(tmp_path / "model.weights.h5")
+    for message in refusals_of(tmp_path / "empty.pkl"):
+        assert "is empty" in message and "EOFError" not in message, message
+    for message in refusals_of(tmp_path / "ten.pkl"):
+        assert "is truncated" in message and "unpack requires" not in message, message
+    for message in refusals_of(tmp_path / "model.weights.h5"):
+        assert "model.load_weights(path)" in message and "load_model" not in message, message
+    # Following the advice loads the weights.
+    rebuilt = zoo.sequential()
+    rebuilt.load_weights(tmp_path / "model.weights.h5")
+    assert_same_state(model, rebuilt)
+
+
 WRITE_BY_VALUE = """
 import sys
 import keras
