@@ -23,6 +23,7 @@ from pathlib import Path
 
 from . import _quiet
 from ._inspect import inspect_all
+from ._version import __version__
 from .errors import ChecksumMismatchError, KerasPickleError
 
 INSPECT_EXIT_CODES = """exit status:
@@ -78,6 +79,7 @@ def _parse(argv: list[str]) -> argparse.Namespace:
 def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser]]:
     """The top-level parser, and each command's own parser by name."""
     parser = argparse.ArgumentParser(prog="keras-pickle", description="Pickle Keras 3 models faithfully.")
+    parser.add_argument("--version", action="version", version=f"keras-pickle {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
     demo_parser = commands.add_parser(
         "demo", help="Keras's built-in pickling vs keras_pickle through a spawn process pool"
@@ -94,7 +96,10 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
     inspect_parser.add_argument("file", help="a file written by keras_pickle.dump, pickle.dump or joblib.dump")
     inspect_parser.add_argument("--verify", action="store_true", help="recompute the checksum, if the payload has one")
     inspect_parser.add_argument(
-        "--json", action="store_true", help="print one JSON object per payload, one per line (keys: docs/guide.md)"
+        "--json",
+        action="store_true",
+        help="print one JSON object per payload, one per line; its keys are the fields of keras_pickle.PayloadInfo "
+        "(python -m pydoc keras_pickle.PayloadInfo)",
     )
     bench_parser = commands.add_parser(
         "bench", help="benchmark Keras's pickling and keras_pickle side by side (python -m benchmarks bench --help)"
@@ -165,14 +170,28 @@ def _inspect_command(path: str, *, verify: bool, as_json: bool) -> int:
     except (OSError, KerasPickleError) as e:
         _error("inspect", str(e), as_json=as_json, error_type=type(e).__name__)
         return 3 if isinstance(e, ChecksumMismatchError) else 1
-    for number, info in enumerate(infos, 1):
-        if as_json:
-            print(json.dumps(info.to_json()))
-        else:
-            if len(infos) > 1:
-                print(f"payload {number} of {len(infos)} in {path}")
-            print(info)
+    try:
+        for number, info in enumerate(infos, 1):
+            if as_json:
+                print(json.dumps(info.to_json()))
+            else:
+                if len(infos) > 1:
+                    print(f"payload {number} of {len(infos)} in {path}")
+                print(info)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        return _reader_gone()
     return 3 if any(info.checksum_status.startswith(("MISMATCH", "DAMAGED")) for info in infos) else 0
+
+
+def _reader_gone() -> int:
+    """The reader of the output closed it (``keras-pickle inspect f | head``): stop quietly, as a command
+    killed by SIGPIPE does (status 141). What is left unflushed goes to the null device, so that Python's
+    final flush raises nothing either."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    return 141
 
 
 if __name__ == "__main__":

@@ -70,7 +70,7 @@ def describe(stream: Stream, payload: Call, *, verify: bool, buffers: list | Non
         ("variables", _entries(body.get("variables", ()), "variables", warnings)),
         ("optimizer_variables", _entries(body.get("optimizer_variables", ()), "optimizer_variables", warnings)),
     ]
-    states = body.get("layer_states", ())
+    states = body.get("layer_states", [])  # a config-only payload (a loss, metric or optimizer) has none
     state_entries: list = []
     if isinstance(states, list):
         for state in states:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Iterable
 from typing import Any
 
@@ -89,7 +90,7 @@ class PayloadInfo:
         ]
         if self.payloads_in_stream > 1:
             lines.append(f"  (the first of {self.payloads_in_stream} payloads in this pickle)")
-        lines.extend(f"  WARNING: {warning}" for warning in self.warnings)
+        lines.extend(f"  WARNING: {warning}" for warning in collapsed(self.warnings))
         return "\n".join(lines)
 
 
@@ -97,6 +98,29 @@ _SAFE_MODE = {
     True: "REFUSES it (see the warnings)",
     False: "no refusal found (it loads where the modules it names are imported)",
 }
+
+
+_QUOTED_FIRST = re.compile(r"'([^']*)' (.+)", re.DOTALL)
+
+
+def collapsed(warnings: Iterable[str]) -> list[str]:
+    """``warnings`` as the report prints them, in order of first appearance: identical ones once, with how
+    many times they occur; ones that differ only in the name they quote first, once, naming each
+    (``each of 'a', 'b' is in a module ...``). :meth:`PayloadInfo.to_json` keeps every warning as it is."""
+    groups: dict[str, list[str]] = {}
+    for warning in warnings:
+        match = _QUOTED_FIRST.fullmatch(warning)
+        key, name = (match.group(2), f"'{match.group(1)}'") if match else (warning, None)
+        groups.setdefault(key, []).append(name)
+    lines = []
+    for rest, names in groups.items():
+        if names[0] is None:
+            lines.append(rest if len(names) == 1 else f"({len(names)} times) {rest}")
+        elif len(set(names)) == 1:
+            lines.append(f"{names[0]} {rest}" + (f" ({len(names)} times)" if len(names) > 1 else ""))
+        else:
+            lines.append(f"each of {', '.join(dict.fromkeys(names))} {rest}")
+    return lines
 
 
 def format_bytes(n: int) -> str:

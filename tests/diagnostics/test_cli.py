@@ -154,6 +154,7 @@ print(json.dumps(results))
 def test_help_and_usage_errors_answer_before_keras_or_a_backend_is_imported(tmp_path):
     calls = {
         ("--help",): (0, "usage: keras-pickle [-h]"),
+        ("--version",): (0, f"keras-pickle {keras_pickle.__version__}"),
         ("check", "--help"): (0, "usage: keras-pickle check"),
         ("check",): (2, "usage: keras-pickle check"),
         ("check", "no_such_module_kp:x"): (2, "cannot find no_such_module_kp:x"),
@@ -176,6 +177,95 @@ def test_help_and_usage_errors_answer_before_keras_or_a_backend_is_imported(tmp_
         assert result["heavy"] == [], result
     bogus = next(r for r in results if r["argv"][:2] == ["inspect", "--bogus"])
     assert "unrecognized arguments: --bogus" in bogus["out"] and "{demo,inspect,bench,check}" not in bogus["out"]
+
+
+def test_inspect_json_help_points_at_what_ships_with_the_package():
+    """--json's help names keras_pickle.PayloadInfo, whose pydoc lists every key: no source checkout needed."""
+    import pydoc
+
+    from keras_pickle._inspect.payload_info import JSON_KEYS
+    from keras_pickle.cli import _parser
+
+    _, commands = _parser()
+    help_text = " ".join(commands["inspect"].format_help().split())
+    assert "python -m pydoc keras_pickle.PayloadInfo" in help_text and "docs/" not in help_text
+    shown = pydoc.render_doc(keras_pickle.PayloadInfo, renderer=pydoc.plaintext)
+    assert [key for key in JSON_KEYS if key not in shown] == []
+
+
+def test_inspect_of_config_only_payloads_warns_of_nothing():
+    """An allowed metric, an unbuilt optimizer and a loss are config-only payloads: no layer_states to miss."""
+    import keras
+
+    from keras_pickle._inspect import inspect_all
+
+    keras_pickle.install(allow=("metrics",))
+    try:
+        metric = keras.metrics.Mean()
+        metric.update_state([1.0, 2.0])
+        data = keras_pickle.dumps([metric, keras.optimizers.Adam(0.01), keras.losses.MeanSquaredError()])
+    finally:
+        keras_pickle.install(allow=())
+    infos = inspect_all(data)
+    assert [info.kind for info in infos] == ["metric", "optimizer", "loss"]
+    assert [info.warnings for info in infos] == [(), (), ()]
+
+
+def test_identical_warnings_are_printed_once_with_a_count_or_naming_each():
+    from keras_pickle._inspect.payload_info import collapsed
+
+    names = ["'a.B' is in a module this process has not imported", "'c.D' is in a module this process has not imported"]
+    assert collapsed([*names, "the body has no config", "the body has no config", names[0]]) == [
+        "each of 'a.B', 'c.D' is in a module this process has not imported",
+        "(2 times) the body has no config",
+    ]
+    assert collapsed([names[0], names[0]]) == [f"{names[0]} (2 times)"]
+
+
+WRITE_ESTIMATOR = """
+import pickle, sys
+import keras, numpy as np
+import keras_pickle
+from scikeras.wrappers import KerasClassifier
+
+def build():
+    return keras.Sequential([keras.Input((4,)), keras.layers.Dense(1, activation="sigmoid")])
+
+keras_pickle.install()
+x = np.linspace(0, 1, 160, dtype="float32").reshape(40, 4)
+estimator = KerasClassifier(build, loss="binary_crossentropy", epochs=1, verbose=0).fit(x, (x.sum(1) > 2).astype(int))
+with open(sys.argv[1], "wb") as f:
+    pickle.dump(estimator, f)
+"""
+
+
+def test_inspect_of_a_scikeras_estimator_names_the_unimported_modules_in_one_warning(tmp_path):
+    pytest.importorskip("scikeras")
+    run_python(WRITE_ESTIMATOR, str(tmp_path / "estimator.pkl"))
+    result = keras_pickle_command("inspect", str(tmp_path / "estimator.pkl"), cwd=tmp_path)
+    warnings = [line for line in result.stdout.splitlines() if "is in a module this process has not imported" in line]
+    assert len(warnings) == 1, result.stdout
+    assert warnings[0].startswith("  WARNING: each of 'scikeras.wrappers.KerasClassifier', "), warnings[0]
+
+
+def test_inspect_piped_into_a_reader_that_stops_ends_without_a_traceback(tmp_path):
+    """keras-pickle inspect f | head: the reader closes the pipe early; the command stops quietly (SIGPIPE's 141)."""
+    import keras
+
+    path = tmp_path / "many.pkl"
+    keras_pickle.dump([keras.layers.Dense(2) for _ in range(400)], path)  # about 300 kB of report
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "PYTHONPATH": str(REPO_DIR)}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "keras_pickle", "inspect", str(path)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+    )
+    assert process.stdout.read(100).startswith(b"payload 1 of 400")
+    process.stdout.close()
+    stderr = process.stderr.read().decode()
+    assert process.wait(timeout=120) == 141
+    assert "Traceback" not in stderr and "BrokenPipeError" not in stderr, stderr
 
 
 def test_every_key_of_inspect_json_is_documented_in_the_guide():
