@@ -14,12 +14,17 @@ model unpickles no code: ``mlflow.pyfunc.load_model`` and :func:`load_model` rea
     served.predict(x)                                         # model.predict(x), as a numpy array
     keras_pickle_mlflow.load_model(info.model_uri)          # the Keras model itself
 
-The model's requirements name keras-pickle, Keras and the backend, pinned to the writing
-process's versions. Custom classes travel as the payload carries them: by reference (ship their
-module with ``code_paths``: loading imports the modules shipped so, and only those, then safe mode
-judges each class by name) or, defined in the main script, by
-value, which safe mode loads only when the loader opts in (``model_config={"allow_by_value":
-True}`` for pyfunc, ``allow_by_value=True`` here). Importing this module requires ``mlflow``.
+The model's requirements name Keras and the backend, pinned to the writing process's versions, and
+keras-pickle: pinned, where this process installed it from a package index; otherwise (a checkout,
+editable or not, a local wheel) no index has it, so the package itself is logged with the model
+(its code directory, which MLflow puts on ``sys.path`` before it imports the loader) and the
+requirements name its own dependencies instead (:func:`get_default_pip_requirements`).
+
+Custom classes travel as the payload carries them: by reference (ship their module with
+``code_paths``: loading imports the modules shipped so, and only those, then safe mode judges each
+class by name) or, defined in the main script, by value, which safe mode loads only when the loader
+opts in (``model_config={"allow_by_value": True}`` for pyfunc, ``allow_by_value=True`` here).
+Importing this module requires ``mlflow``.
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ import importlib.metadata
 import os
 import sys
 import types
+from pathlib import Path
 from typing import Any
 
 import keras
@@ -60,13 +66,43 @@ from ..errors import UnsafePayloadError
 
 FLAVOR_NAME = "keras_pickle"
 PAYLOAD_FILE = "model.keras_pickle"
+PACKAGE_DIR = Path(__file__).resolve().parents[1]
+"""The keras_pickle package this process imported: logged with a model where no index has it."""
+OWN_DEPENDENCIES = ("cloudpickle", "keras", "numpy", "xxhash")
+"""keras-pickle's own requirements (pyproject.toml's ``dependencies``), named when the package travels
+with the model instead of being required from an index."""
 _BACKEND_PACKAGES = {"tensorflow": "tensorflow", "jax": "jax", "torch": "torch", "numpy": "numpy"}
 
 
+def installed_from_an_index(package_dir: Path = PACKAGE_DIR, path: list[str] | None = None) -> bool:
+    """Whether the keras_pickle package at ``package_dir`` was installed from a package index.
+
+    True only for a distribution's files as pip installs a wheel (its ``RECORD`` lists ``package_dir``'s
+    ``__init__.py``) with no PEP 610 ``direct_url.json``, which pip writes for an install from a local
+    directory, a file, a URL or a VCS, editable or not. A source tree on ``sys.path`` (its ``.egg-info``
+    has no ``RECORD``) is not. ``path``: where to look for distributions (default ``sys.path``).
+    """
+    init = (package_dir / "__init__.py").resolve()
+    for dist in importlib.metadata.distributions(name="keras-pickle", path=sys.path if path is None else path):
+        record = dist.read_text("RECORD")
+        if record is None or dist.read_text("direct_url.json") is not None:
+            continue
+        for line in record.splitlines():
+            listed = line.split(",", 1)[0]
+            if listed.endswith("keras_pickle/__init__.py") and Path(dist.locate_file(listed)).resolve() == init:
+                return True
+    return False
+
+
 def get_default_pip_requirements() -> list[str]:
-    """keras-pickle, Keras and the backend's package, pinned to this process's versions."""
+    """Keras and the backend's package, pinned to this process's versions, and keras-pickle: pinned where
+    :func:`installed_from_an_index`, else its :data:`OWN_DEPENDENCIES` (pinned), the package itself
+    travelling with the model (:func:`save_model`)."""
     packages = ["keras", _BACKEND_PACKAGES.get(keras.config.backend(), "numpy")]
-    return [f"keras-pickle=={__version__}"] + [f"{name}=={importlib.metadata.version(name)}" for name in packages]
+    own = [f"keras-pickle=={__version__}"] if installed_from_an_index() else []
+    if not own:
+        packages += [name for name in OWN_DEPENDENCIES if name not in packages]
+    return own + [f"{name}=={importlib.metadata.version(name)}" for name in packages]
 
 
 def get_default_conda_env() -> dict:
@@ -88,7 +124,9 @@ def save_model(
 ) -> None:
     """Write ``model`` (a Keras object, or a structure safe mode loads) as an MLflow model at ``path``.
 
-    ``path`` must not exist. The payload is ``keras_pickle.dumps(model, checksum=True)``.
+    ``path`` must not exist. The payload is ``keras_pickle.dumps(model, checksum=True)``. Where keras_pickle
+    was not :func:`installed_from_an_index`, the package is copied into the model's code directory beside
+    ``code_paths`` (never imported as the model's own code: see :func:`_shipped_modules`).
     """
     path = os.path.abspath(path)
     if os.path.exists(path):
@@ -101,7 +139,8 @@ def save_model(
         _save_example(mlflow_model, input_example, path)
     if metadata is not None:
         mlflow_model.metadata = metadata
-    code_dir = _validate_and_copy_code_paths(code_paths, path)
+    travelling = [] if installed_from_an_index() else [str(PACKAGE_DIR)]
+    code_dir = _validate_and_copy_code_paths([*(code_paths or []), *travelling] or None, path)
     with open(os.path.join(path, PAYLOAD_FILE), "wb") as file:
         file.write(dumps(model, checksum=True))
     add_to_model(
@@ -169,15 +208,21 @@ def load_model(
 
 
 def _shipped_modules(path: str, code_dir: str | None) -> list[str]:
-    """The top-level modules and packages ``code_paths`` copied into the model's code directory."""
+    """The top-level modules and packages ``code_paths`` copied into the model's code directory: the model's
+    own code, whose functions loading trusts. keras_pickle itself, logged with the model where no index has
+    it, is the loader, not the model's code: never listed."""
     if code_dir is None:
         return []
     found = []
     for entry in sorted(os.listdir(os.path.join(path, code_dir))):
         name, extension = os.path.splitext(entry)
-        if (extension == ".py" or os.path.isfile(os.path.join(path, code_dir, entry, "__init__.py"))) and name:
+        is_module = extension == ".py" or os.path.isfile(os.path.join(path, code_dir, entry, "__init__.py"))
+        if is_module and name and name != _PACKAGE_NAME:
             found.append(name)
     return found
+
+
+_PACKAGE_NAME = __name__.split(".", 1)[0]
 
 
 def _read(
@@ -202,6 +247,8 @@ def _read(
     conf = mlmodel.flavors.get(FLAVOR_NAME, {})
     code_dir = conf.get("code")
     for name in conf.get("modules") or ():
+        if name == _PACKAGE_NAME:
+            continue  # the loader itself, whatever the MLmodel file says: its functions are not custom objects
         shipped = code_dir and any(
             os.path.isfile(os.path.join(model_dir, code_dir, *parts))
             for parts in ((f"{name}.py",), (name, "__init__.py"))
@@ -272,9 +319,11 @@ MLFLOW_SWITCHES = (
 
 
 def in_mlflow_terms(message: str) -> str:
-    """``message`` (a safe-mode refusal) with each ``keras_pickle.loads`` switch it names spelt as MLflow takes it."""
+    """``message`` (a safe-mode refusal) with each switch it names spelt as MLflow takes it: the advice names
+    ``keras_pickle.loads(data, ...)``, or the same call as ``keras_pickle.load(file, ...)`` / ``(path, ...)``."""
     for direct, through_mlflow in MLFLOW_SWITCHES:
-        message = message.replace(direct, through_mlflow)
+        for spelling in ("keras_pickle.loads(data", "keras_pickle.load(file", "keras_pickle.load(path"):
+            message = message.replace(direct.replace("keras_pickle.loads(data", spelling), through_mlflow)
     return message
 
 
