@@ -19,14 +19,24 @@ Three things, all applied only while keras_pickle is installed:
   as scikeras does at the start of every ``fit``. When any of them is an
   instance the user passed, they are pickled as they are: refused by
   default, or with their complete state under ``install(allow=("callbacks",))``.
+* A parameter that is a function or class of the main script (``model=build_model`` with
+  ``def build_model`` in the script or notebook, also inside a list such as ``metrics=[...]``)
+  travels by value, as keras_pickle carries the main script's Keras classes: pickle stores
+  functions by reference (``__main__.build_model``), which no other process can resolve, so a
+  fitted search or estimator would load only in a rerun of the same script. Loading prefers the
+  loading process's own ``build_model`` where its main script defines one; safe mode runs the
+  carried code only with ``allow_by_value=True``.
 """
 
 from __future__ import annotations
 
+import types
 from types import ModuleType
 from typing import Any
 
 import keras
+
+from .._capture.by_value import ByValue, of_main_script
 
 _MARK = "__keras_pickle__"
 _MISSING = object()
@@ -65,6 +75,35 @@ def _callback_ids(value: Any, found: set[int], depth: int = 0) -> set[int]:
     return found
 
 
+class _ByValue(ByValue):
+    """Pickled by value; copied (``copy.deepcopy`` of an estimator goes through ``__getstate__`` too) as the
+    function or class itself, as ``copy`` treats functions and classes."""
+
+    __slots__ = ()
+
+    def __deepcopy__(self, memo: dict) -> Any:
+        return self.target
+
+    def __copy__(self) -> Any:
+        return self.target
+
+
+def _main_script_code(value: Any) -> bool:
+    return isinstance(value, (types.FunctionType, type)) and of_main_script(value)
+
+
+def _by_value(value: Any) -> Any:
+    """``value`` with each function or class of the main script, itself or one level inside a list, tuple or
+    dict (``metrics=[...]``), wrapped to travel by value."""
+    if _main_script_code(value):
+        return _ByValue(value)
+    if type(value) in (list, tuple) and any(_main_script_code(item) for item in value):
+        return type(value)(_ByValue(item) if _main_script_code(item) else item for item in value)
+    if type(value) is dict and any(_main_script_code(item) for item in value.values()):
+        return {key: _ByValue(item) if _main_script_code(item) else item for key, item in value.items()}
+    return value
+
+
 @_ours
 def __getstate__(self):
     state = _original("__getstate__")(self)
@@ -72,6 +111,8 @@ def __getstate__(self):
         # The fitted model first: an optimizer or metric instance among the parameters is the
         # model's own, and pickles as "that model's" only after the model (see keras_pickle._protocol.written_models).
         state = {"model_": state["model_"], **state}
+    if isinstance(state, dict):
+        state = {key: _by_value(value) for key, value in state.items()}
     if not isinstance(state, dict) or not any(key in state for key in _DERIVED):
         return state
     passed: set[int] = set()

@@ -1,9 +1,9 @@
 """scikit-learn + scikeras 0.13: parallel grid searches, fitted estimators, clone, import order.
 
 Instances of metrics and callbacks inside estimators are refused by default where state would be
-lost (an optimizer instance travels by its config, or as its model's once fitted); the two ways forward (the scikeras way, and
-``install(allow=("metrics", "callbacks"))``) are tested here with a real
-``GridSearchCV(n_jobs=2)`` and ``joblib.dump`` / ``joblib.load``.
+lost (an optimizer instance travels by its config, or as its model's once fitted); the two ways
+forward (the scikeras way, and ``install(allow=("metrics", "callbacks"))``) are tested here with a
+real ``GridSearchCV(n_jobs=2)`` and ``joblib.dump`` / ``joblib.load``.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import integration_models as im
 import keras
 import numpy as np
 import pytest
-from helpers import TESTS_DIR, assert_same_state, run_python, variable_values
+from helpers import TESTS_DIR, assert_same_state, run_python, run_script, variable_values
 
 import keras_pickle
 
@@ -371,3 +371,66 @@ def test_deepcopy_of_an_estimator_keeps_working():
     estimator = KerasClassifier(model=im.binary_classifier(), epochs=1, **FIT).fit(X, Y)
     twin = copy.deepcopy(estimator)
     assert_same_estimator(estimator, twin)
+
+
+# --------------------------------------------------------------------------
+# A build function defined in the script travels by value
+# --------------------------------------------------------------------------
+
+SEARCH_SCRIPT = """
+import pickle, sys
+import keras, numpy as np
+from scikeras.wrappers import KerasClassifier
+from sklearn.model_selection import GridSearchCV
+import keras_pickle
+
+keras_pickle.install()
+
+
+def build_model(meta, compile_kwargs, hidden=2):  # defined in __main__: pickle would store it by name
+    model = keras.Sequential([keras.Input((meta["n_features_in_"],)), keras.layers.Dense(hidden, activation="relu"),
+                              keras.layers.Dense(1, activation="sigmoid")])
+    model.compile(**compile_kwargs)
+    return model
+
+
+if __name__ == "__main__":
+    x = np.random.default_rng(0).normal(size=(32, 4)).astype("float32")
+    y = (x[:, 0] > 0).astype("int64")
+    estimator = KerasClassifier(model=build_model, loss="binary_crossentropy", epochs=1, batch_size=16, verbose=0,
+                                random_state=0)
+    search = GridSearchCV(estimator, {"model__hidden": [2, 3]}, cv=2, n_jobs=2, error_score="raise").fit(x, y)
+    with open(sys.argv[1], "wb") as file:
+        pickle.dump(search, file)
+    np.save(sys.argv[2], search.predict_proba(x))
+    np.save(sys.argv[3], x)
+    np.save(sys.argv[4], y)
+    print("written")
+"""
+
+READ_SEARCH = """
+import json, pickle, sys
+import numpy as np
+with open(sys.argv[1], "rb") as file:
+    search = pickle.load(file)  # this process's __main__ defines no build_model
+x, y = np.load(sys.argv[3]), np.load(sys.argv[4])
+same = bool((search.predict_proba(x) == np.load(sys.argv[2])).all())
+refit = search.best_estimator_.fit(x, y)  # calls the carried build_model again
+print(json.dumps({"same": same, "build": refit.model.__name__, "module": refit.model.__module__,
+                  "hidden": refit.model_.layers[0].units}))
+"""
+
+
+def test_a_search_whose_build_function_is_defined_in_the_script_loads_in_a_fresh_process(tmp_path):
+    """pickle stores a function by reference (``__main__.build_model``): the search loaded only in a rerun of
+    the script ("Can't get attribute 'build_model'"). The function travels by value, as classes do."""
+    import json
+
+    script = tmp_path / "search.py"
+    script.write_text(SEARCH_SCRIPT)
+    files = [str(tmp_path / name) for name in ("search.pkl", "proba.npy", "x.npy", "y.npy")]
+    assert run_script(script, *files, cwd=tmp_path, timeout=400).splitlines()[-1] == "written"
+    found = json.loads(run_python(READ_SEARCH, *files, cwd=tmp_path, timeout=300).splitlines()[-1])
+    assert found["same"] is True
+    assert found["build"] == "build_model" and found["module"] == "__main__"
+    assert found["hidden"] in (2, 3)
