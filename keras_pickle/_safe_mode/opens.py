@@ -48,22 +48,25 @@ _LONGEST_PATH = 4096
 
 
 class _Guard:
-    """The strings one payload names, and the refusal it met (if any)."""
+    """The strings one payload names, indexed, and the refusal it met (if any).
+
+    An event's check costs set lookups, bounded by its path's depth, whatever the number of strings: the
+    strings and their absolute paths are sets, and "under a named directory" looks each directory the
+    event's path lies under up in the set of named ones (:func:`_parents`) rather than scanning them."""
 
     def __init__(self, strings: frozenset[str]):
         self.strings = strings
         self.refused: UnsafePayloadError | None = None
-        self._paths: tuple[frozenset[str], tuple[str, ...]] | None = None
+        self._paths: tuple[frozenset[str], frozenset[str]] | None = None
 
-    def paths(self) -> tuple[frozenset[str], tuple[str, ...]]:
-        """The named strings as absolute paths, and those that may stand for a directory (computed once)."""
+    def paths(self) -> tuple[frozenset[str], frozenset[str]]:
+        """The named strings as absolute paths, and those that may stand for a directory (computed once, in
+        time linear in the strings)."""
         if self._paths is None:
             cwd = os.getcwd()
-            absolute = {_absolute(text) for text in self.strings}
-            directories = tuple(
-                path for path in absolute if path != os.sep and path != cwd and not cwd.startswith(path + os.sep)
-            )
-            self._paths = frozenset(absolute), directories
+            absolute = frozenset(_absolute(text, cwd) for text in self.strings)
+            directories = absolute.difference(_parents(cwd), (os.sep, cwd))
+            self._paths = absolute, directories
         return self._paths
 
     def touches(self, argument: str) -> bool:
@@ -71,9 +74,18 @@ class _Guard:
             return True
         absolute, directories = self.paths()
         for path in {_absolute(argument), os.path.realpath(argument)}:
-            if path in absolute or any(path.startswith(directory + os.sep) for directory in directories):
+            if path in absolute or not directories.isdisjoint(_parents(path)):
                 return not _is_own_asset(path)
         return False
+
+
+def _parents(path: str) -> Iterator[str]:
+    """Every ``directory`` with ``path.startswith(directory + os.sep)``: the prefixes of ``path`` that end
+    before a separator, one per level."""
+    end = path.find(os.sep)
+    while end != -1:
+        yield path[:end]
+        end = path.find(os.sep, end + 1)
 
 
 _ACTIVE: contextvars.ContextVar[_Guard | None] = contextvars.ContextVar("keras_pickle_file_guard", default=None)
@@ -168,8 +180,10 @@ def _from_trusted_caller() -> bool:
     return filename.startswith(("<frozen importlib", "<frozen zipimport")) or filename == tempfile.__file__
 
 
-def _absolute(text: str) -> str:
-    return os.path.abspath(os.path.expanduser(text))
+def _absolute(text: str, cwd: str | None = None) -> str:
+    """``text`` as an absolute path; given ``cwd`` (the working directory), ``abspath`` need not ask for it."""
+    text = os.path.expanduser(text)
+    return os.path.abspath(text if cwd is None else os.path.join(cwd, text))
 
 
 def _is_own_asset(path: str) -> bool:

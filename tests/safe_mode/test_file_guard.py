@@ -7,6 +7,7 @@ config no rule knows: the class of attack :data:`~keras_pickle._safe_mode.rules.
 
 from __future__ import annotations
 
+import gc
 import linecache
 import os
 import sys
@@ -21,6 +22,7 @@ import redteam
 from helpers import assert_same_state
 
 import keras_pickle
+from keras_pickle._safe_mode import opens
 
 pytestmark = pytest.mark.backends  # tests/run_all.py runs this file on every backend
 
@@ -194,3 +196,45 @@ def test_the_import_system_linecache_and_asset_directories_are_not_accesses(caps
         loaded = keras_pickle.loads(redteam.craft(header, redteam.edit_config(body, edit)))
     assert TOUCHED == ["warned"] and 'warnings.warn(f"notes at' in capsys.readouterr().err
     assert loaded.layers[0].get_vocabulary() == lookup.get_vocabulary()
+
+
+def checking_work(named: list[str], events: list[tuple[str, tuple]]) -> int:
+    """The Python and C calls the guard makes checking ``events`` while a payload naming ``named`` is rebuilt
+    (counted by :func:`sys.setprofile`; Python runs audit hooks unprofiled, so they are called here as it
+    calls them). A first round, which indexes the strings and fills Python's caches, is not counted."""
+    calls = 0
+
+    def count(frame, event, arg):
+        nonlocal calls
+        calls += 1
+
+    with opens.never_touching([{"labels": named}]):
+        for event, args in events:
+            opens._audit(event, args)
+        collecting = gc.isenabled()
+        gc.disable()  # no collector callback is counted
+        sys.setprofile(count)
+        try:
+            for event, args in events:
+                opens._audit(event, args)
+        finally:
+            sys.setprofile(None)
+            if collecting:
+                gc.enable()
+    return calls
+
+
+def test_checking_an_event_does_the_same_work_however_many_strings_the_payload_names(tmp_path):
+    """A scan of every named string per event made a payload of many strings hang its load: the work is
+    counted, not timed, with 10 strings and with 10,000 (files and directories beside the events' paths,
+    absolute and relative), and the same events are refused once one string names their directory."""
+    folder = tmp_path / "data"
+    folder.mkdir()
+    path = str(folder / "part-0.csv")
+    events = [("open", (path, "r", 0)), ("os.listdir", (str(folder),)), ("os.rename", (path, path + ".tmp", -1, -1))]
+    kinds = (f"{tmp_path}/other-{{}}", f"{folder}/part-0.csv.{{}}", "shard-{}/labels.txt", "~/vocab-{}.txt")
+    named = {n: [kinds[i % len(kinds)].format(i) for i in range(n)] for n in (10, 10_000)}
+    assert checking_work(named[10_000], events) == checking_work(named[10], events)
+    for event, args in events:
+        with pytest.raises(keras_pickle.UnsafePayloadError, match="data"):
+            checking_work([*named[10_000], str(folder)], [(event, args)])
