@@ -1,10 +1,9 @@
 """A stack machine that runs a pickle's opcodes on inert values: globals named, calls spelled, none made.
 
-It knows only constants, tuples, lists, dicts and sets. A global becomes a
-:class:`~.values.Global` (a module and a name, never looked up), a call a
-:class:`~.values.Call` (never made), an out-of-band buffer an
-:class:`~.values.OutOfBand`. The keras_pickle payloads in the stream are the
-calls of the reconstructors whose arguments are such plain data.
+It knows only constants, tuples, lists, dicts and sets. A global becomes a :class:`~.values.Global` (a
+module and a name, never looked up), a call a :class:`~.values.Call` (never made), an out-of-band buffer an
+:class:`~.values.OutOfBand`. The keras_pickle payloads in the stream are the calls of the reconstructors
+whose arguments are such plain data.
 """
 
 from __future__ import annotations
@@ -21,7 +20,7 @@ from .._safe_mode import CODECS_ENCODE, expected_call
 from .._wire.reprs import shorten
 from .._wire.schema import RESTORE, RESTORE_WITH_STATE
 from ..errors import NotAPayloadError
-from .opcodes import PickleReader
+from .opcodes import PickleReader, malformed_words
 from .opening import Input
 from .values import Call, Global, Key, OutOfBand, Persistent, describe_call, describe_callable, short, unused_at_stop
 from .values import as_numpy_calls_it as _as_numpy_calls_it
@@ -348,11 +347,8 @@ def evaluate(pickle_input: Input, *, hold_data: bool) -> Stream:
     except (_Malformed, ValueError, TypeError, IndexError, KeyError, OverflowError, MemoryError) as e:
         if not stream.parsed:
             return stream
-        what = "is not a well-formed pickle"
-        if _ends_early(e):
-            what = "is truncated: it ends before its pickle's end marker, so it is not a well-formed pickle"
         raise NotAPayloadError(
-            f"Not a keras_pickle payload: {source} {what} ({shorten(str(e), 300)}).",
+            f"Not a keras_pickle payload: {source} {malformed_words(e)} ({shorten(str(e), 300)}).",
             found=source,
             original_error=e,
         ) from e
@@ -421,8 +417,3 @@ def _set_items(target: Any, items: list[Any], key: _Keys) -> None:
             target[key(items[i])] = items[i + 1]
     elif not isinstance(target, Call):
         raise _Malformed(f"SETITEMS on a {type(target).__name__}")
-
-
-def _ends_early(error: Exception) -> bool:
-    """Whether ``error`` says the stream ended inside the pickle (pickletools' short read, no STOP)."""
-    return "not enough data in stream" in str(error) or str(error) == "the pickle has no STOP opcode"

@@ -165,3 +165,11 @@ class PickleReader:
                 value=self.held + n,
             )
         self.held += n
+
+
+def malformed_words(error: Exception) -> str:
+    """How a report says what a stream is that pickletools could not read (``error``): truncated where the
+    data ended inside the pickle (a short read, no STOP), else not well-formed."""
+    if "not enough data in stream" in str(error) or str(error) == "the pickle has no STOP opcode":
+        return "is truncated: it ends before its pickle's end marker, so it is not a well-formed pickle"
+    return "is not a well-formed pickle"
