@@ -22,7 +22,7 @@ from ._rebuild.vetting import globals_policy
 from ._wire import damage as _damage
 from ._wire import stream_root
 from ._wire.joined_stream import JoinedStream
-from ._wire.reprs import bounded_repr, shorten
+from ._wire.reprs import bounded_repr
 from .errors import (
     CustomObjectLoadError,
     KerasPickleError,
@@ -165,7 +165,7 @@ def loads(
     # BytesIO shares a bytes object's memory instead of copying it.
     file = io.BytesIO(data if type(data) is bytes else view)
     options = _load_options(safe_mode, custom_objects, allow_by_value, allow_callbacks, allow_control_flow)
-    return _load_one(file, options, buffers=buffers, describe=lambda: describe_bytes(view))
+    return _load_one(file, options, buffers=buffers, describe=lambda: describe_bytes(view), data=data)
 
 
 def load(
@@ -249,7 +249,11 @@ def _load_options(
     )
 
 
-def _load_one(file: IO[bytes], options: _options.LoadOptions, *, buffers, describe: Callable[[], str]) -> Any:
+def _load_one(
+    file: IO[bytes], options: _options.LoadOptions, *, buffers, describe: Callable[[], str], data: Any = None
+) -> Any:
+    """Load one pickle from ``file`` with ``options``; ``describe()`` names the input in errors, ``data`` is its
+    bytes where the caller holds them (``loads``)."""
     safe_mode = options.safe_mode
     head = peek(file, _damage.HEAD_BYTES)  # enough to tell a damaged payload from data that is none
     foreign = foreign_format(head)
@@ -262,6 +266,7 @@ def _load_one(file: IO[bytes], options: _options.LoadOptions, *, buffers, descri
         raise _damaged_or(e, head, describe) from e
     unpickler = None
     start = stream_root.position(file)
+    whole = (lambda: bytes(memoryview(data))) if data is not None else _whole_file(file, start)
     with _options.loading(options):
         try:
             if safe_mode:
@@ -271,7 +276,9 @@ def _load_one(file: IO[bytes], options: _options.LoadOptions, *, buffers, descri
             obj = unpickler.load()
         except UnsafePayloadError as e:
             if _restricted.looks_like_keras_native(head):
-                raise UnsafePayloadError(str(e) + _restricted.KERAS_NATIVE_HINT, what=e.what) from e
+                refused = str(e).partition(". ")[0].rstrip(".")  # what safe mode refused, not its generic advice
+                why = f"safe mode refused it ({refused})"
+                raise UnsafePayloadError(_native(describe(), why, whole), what=e.what) from e
             raise _damaged_or(e, head, describe) from e
         except NotAPayloadError as e:  # the reconstructor's verdict on what a damaged memo or opcode handed it
             damaged = _damage.stream_damage(head, describe(), e)
@@ -301,12 +308,8 @@ def _load_one(file: IO[bytes], options: _options.LoadOptions, *, buffers, descri
                 found = f"{describe()} {ended.partition(':')[0]}"
                 raise NotAPayloadError(f"Not a keras_pickle payload: {describe()} {ended}.", found=found) from e
             if _restricted.looks_like_keras_native(head):  # Keras failed to rebuild its own pickle: say how to convert
-                raise NotAPayloadError(
-                    f"Not a keras_pickle payload: Keras could not rebuild the model in {describe()} "
-                    f"({type(e).__name__}: {shorten(str(e), 300)}).{_restricted.KERAS_NATIVE_HINT}",
-                    found=describe(),
-                    original_error=e,
-                ) from e
+                why = f"Keras could not rebuild it ({_native_pickle.keras_cause(e)})"
+                raise NotAPayloadError(_native(describe(), why, whole), found=describe(), original_error=e) from e
             raise NotAPayloadError(
                 f"Not a keras_pickle payload: {describe()} could not be unpickled ({type(e).__name__}: {e}).",
                 found=describe(),
@@ -322,14 +325,43 @@ def _load_one(file: IO[bytes], options: _options.LoadOptions, *, buffers, descri
         raise _damaged_or(error, head, describe)
     if options.restored == 0:
         found = f"a pickled {type(obj).__module__}.{type(obj).__qualname__}"
-        hint = _restricted.KERAS_NATIVE_HINT if _restricted.looks_like_keras_native(head) else ""
-        error = NotAPayloadError(
-            f"Not a keras_pickle payload: the data is {found}, which holds no Keras object pickled by "
-            f"keras_pickle.{hint}",
-            found=found,
-        )
+        why = "it holds no Keras object pickled by keras_pickle"
+        message = f"Not a keras_pickle payload: the data is {found}: {why}."
+        if _restricted.looks_like_keras_native(head):
+            message = _native(f"the data, {found},", why, whole)
+        error = NotAPayloadError(message, found=found)
         raise _damaged_or(error, head, describe)
     return obj
+
+
+def _native(found: str, why: str, whole: Callable[[], bytes | None]) -> str:
+    """The message for Keras's own pickle format (or scikeras's): what happened on one line, then the conversion,
+    one statement a line, naming what the pickle needs (:func:`keras_pickle._keras3.native_pickle.conversion_code`)."""
+    return (
+        f"Not a keras_pickle payload: {found} is in Keras's own pickle format (or scikeras's): {why}.\n"
+        + _native_pickle.conversion_advice(whole())
+    )
+
+
+WHOLE_LIMIT = 1 << 28
+"""The largest file whose bytes an error about Keras's own pickle reads again, to name what it needs (256 MiB)."""
+
+
+def _whole_file(file: IO[bytes], start: int | None) -> Callable[[], bytes | None]:
+    """Reads ``file`` from ``start`` again, when asked (an error's advice): ``None`` where it cannot or the file
+    is larger than :data:`WHOLE_LIMIT`."""
+
+    def whole() -> bytes | None:
+        if start is None:
+            return None
+        try:
+            file.seek(start)
+            data = file.read(WHOLE_LIMIT + 1)
+        except (AttributeError, OSError, ValueError):
+            return None
+        return data if isinstance(data, bytes) and len(data) <= WHOLE_LIMIT else None
+
+    return whole
 
 
 def _damaged_or(error: KerasPickleError, head: bytes, describe: Callable[[], str]) -> KerasPickleError:
@@ -368,8 +400,9 @@ def convert(
             obj = pickle.loads(data)
     except Exception as e:
         raise KerasUnpicklingError(
-            f"Keras could not rebuild the model in this pickle ({type(e).__name__}: {str(e)[:500]}). Name the "
-            f"custom classes and functions it needs: {_native_pickle.custom_objects_hint(bytes(memoryview(data)))}.",
+            f"Keras could not rebuild the model in this pickle ({_native_pickle.keras_cause(e)}).\n"
+            "Give it what it needs, then convert again:\n"
+            + "\n".join(f"    {line}" for line in _native_pickle.conversion_code(bytes(memoryview(data)))),
             original_error=e,
         ) from e
     return dumps(obj, protocol, checksum=checksum)

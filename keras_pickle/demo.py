@@ -29,6 +29,7 @@ import numpy as np  # noqa: E402
 
 import keras_pickle  # noqa: E402
 from keras_pickle import _quiet  # noqa: E402
+from keras_pickle._wire.reprs import first_sentence  # noqa: E402
 
 WORKERS = 2
 
@@ -92,11 +93,13 @@ def worker_train(payload: bytes, seed: int, use_keras_pickle: bool) -> tuple[str
 
 
 def _summary(error: BaseException) -> str:
-    """The innermost error of a chain, on one line (Keras wraps errors several times)."""
+    """The innermost error of a chain, its first sentence on one line, cut at a word (Keras wraps errors several
+    times)."""
     while (error.__cause__ or error.__context__) is not None:
         error = error.__cause__ or error.__context__
-    first_line = str(error).strip().splitlines()[0] if str(error).strip() else ""
-    return f"{type(error).__name__}: {first_line[:160]}"
+    # Keras puts the config it failed on first and the cause last ("Exception encountered: ...").
+    cause = str(error).rpartition("Exception encountered: ")[2]
+    return f"{type(error).__name__}: {first_sentence(cause, 160)}"
 
 
 @dataclass

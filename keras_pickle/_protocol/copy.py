@@ -29,7 +29,7 @@ from .._keras3 import weight_decay as _weight_decay
 from .._rebuild import assign_state as _rebuild_state
 from .._rebuild import build as _build
 from .._tfkeras import build as _tfkeras_build
-from ..errors import KerasPicklingError, StateMismatchError
+from ..errors import KerasPickleError, KerasPicklingError, StateMismatchError
 from . import attribute_copy as _attribute_copy
 
 
@@ -85,13 +85,14 @@ _CANNOT = "Cannot deep-copy "
 
 
 def _gist(error: BaseException, limit: int = 400) -> str:
-    """``"Type: message"`` in a copy's terms, its middle cut where long. Keras puts the whole config first and
+    """``"Type: message"`` in a copy's terms, its middle cut where long (never a keras_pickle error's: its remedy
+    would go). Keras puts the whole config first and
     the cause last ("Exception encountered: ..."): the cause alone. An error raised on the way to a pickle
     ("Cannot pickle X", pickle's "cannot pickle 'lock' object") is said of the copy that raised it."""
     text = str(error).rpartition("Exception encountered: ")[2]
     text = _PICKLE_WORDS.sub(lambda found: f"{found.group(1)}annot copy", " ".join(text.split()))
     text = _ENCODED.sub("...", text)  # a lambda's bytecode, as Keras's config spells it
-    if len(text) > limit:
+    if len(text) > limit and not isinstance(error, KerasPickleError):  # keras_pickle's own end in their remedy
         text = f"{text[: limit // 3]} [...] {text[-(2 * limit) // 3 :]}"
     return f"{type(error).__name__}: {text}"
 

@@ -42,13 +42,6 @@ def looks_like_keras_native(head: bytes) -> bool:
     return b"_unpickle_model" in head or b"unpack_keras_model" in head
 
 
-KERAS_NATIVE_HINT = (
-    " This looks like Keras's own pickle format (or scikeras's), not keras_pickle's. If you trust its source, "
-    "convert it once: keras_pickle.convert(data, custom_objects={...}) (the classes and functions it needs, as "
-    "keras.saving.load_model takes them) returns a keras_pickle payload that keras_pickle.loads reads in safe mode."
-)
-
-
 # What BUILD may complete: what numpy's own pickles complete.
 _BUILDABLE = (np.ndarray, np.dtype)
 

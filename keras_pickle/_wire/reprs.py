@@ -62,6 +62,15 @@ def shorten(text: str, limit: int = 1500) -> str:
     return text if len(text) <= limit else text[:limit] + " [...]"
 
 
+def first_sentence(text: str, limit: int = 300) -> str:
+    """The first sentence of ``text`` on one line; cut at a word boundary, with ``[...]``, past ``limit``."""
+    text = " ".join(text.split())
+    sentence = text.split(". ", 1)[0].rstrip(".")
+    if len(sentence) <= limit:
+        return sentence
+    return sentence[:limit].rpartition(" ")[0] + " [...]"
+
+
 def as_text(value: Any) -> str:
     """A short string from the payload as it is; anything else as its bounded repr."""
     return value if isinstance(value, str) and len(value) <= 80 else bounded_repr(value)

@@ -9,7 +9,9 @@ by their config.
 
 from __future__ import annotations
 
+import importlib.util
 import io
+import json
 import pickle
 
 import keras
@@ -80,15 +82,16 @@ data = (here / "native.pkl").read_bytes()
 try:
     keras_pickle.convert(data)
 except keras_pickle.KerasUnpicklingError as e:
-    advice = str(e).rpartition("it needs: ")[2].removesuffix(".")
+    first, *code = str(e).splitlines()
 else:
     raise SystemExit("convert did not refuse")
-imports, _, call = advice.rpartition("; ")
-assert imports.startswith("from zoo import "), advice
-assert call.startswith("keras_pickle.convert(data, custom_objects={"), advice
+assert first.startswith("Keras could not rebuild the model in this pickle ("), first
+code = [line.strip() for line in code[1:]]  # after "Give it what it needs, then convert again:"
+assert code[0].startswith("from zoo import "), code
+assert code[-1].startswith("converted = keras_pickle.convert(data, custom_objects={"), code
 namespace = {"keras_pickle": keras_pickle, "data": data}
-exec(imports, namespace)
-loaded = keras_pickle.loads(eval(call, namespace))
+exec("\\n".join(code), namespace)
+loaded = keras_pickle.loads(namespace["converted"])
 np.save(here / "y.npy", loaded.predict(np.load(here / "x.npy"), verbose=0))
 """
 
@@ -122,6 +125,101 @@ def test_convert_names_the_custom_objects_it_needs_and_following_it_converts(bui
     np.save(tmp_path / "x.npy", x)
     run_python(FRESH_CONVERT, str(tmp_path), cwd=REPO_DIR / "tests")
     assert np.array_equal(np.load(tmp_path / "y.npy"), model.predict(x, verbose=0))
+
+
+WRITE_NATIVE = """
+import pickle, sys
+import keras, numpy as np
+
+class Doubler(keras.layers.Layer):
+    def call(self, x):
+        return 2 * x
+
+def build():
+    return keras.Sequential([keras.Input((4,)), Doubler(), keras.layers.Dense(1, activation="sigmoid")])
+
+x = np.linspace(0, 1, 160, dtype="float32").reshape(40, 4)
+with open(sys.argv[1] + "/keras.pkl", "wb") as f:
+    pickle.dump(build(), f)
+if sys.argv[2] == "scikeras":
+    from scikeras.wrappers import KerasClassifier
+    estimator = KerasClassifier(build, loss="binary_crossentropy", epochs=1, verbose=0)
+    with open(sys.argv[1] + "/scikeras.pkl", "wb") as f:
+        pickle.dump(estimator.fit(x, (x.sum(1) > 2).astype(int)), f)
+"""
+
+FOLLOW_THE_ADVICE = """
+import json, pathlib, sys
+import keras, numpy as np
+import keras_pickle
+
+class Doubler(keras.layers.Layer):  # what the writing script defined, defined here as the advice says
+    def call(self, x):
+        return 2 * x
+
+def build():
+    return keras.Sequential([keras.Input((4,)), Doubler(), keras.layers.Dense(1, activation="sigmoid")])
+
+said = {}
+for name in sys.argv[2:]:
+    data = (pathlib.Path(sys.argv[1]) / name).read_bytes()
+    try:
+        keras_pickle.loads(data)
+    except keras_pickle.UnsafePayloadError as e:
+        said[name] = str(e)
+    lines = said[name].splitlines()
+    code = [line.strip() for line in lines[2:]]  # the first remedy: the conversion, as code
+    namespace = {"keras_pickle": keras_pickle, "data": data, "Doubler": Doubler}
+    exec("\\n".join(code), namespace)
+    converted = keras_pickle.loads(namespace["converted"], safe_mode=name == "keras.pkl")  # an estimator: not Keras
+    model = getattr(converted, "model_", converted)
+    said[name + " layers"] = [type(layer).__name__ for layer in model.layers]
+print(json.dumps(said))
+"""
+
+
+def test_advice_for_keras_pickles_of_script_classes_names_them_and_the_first_remedy_works(tmp_path):
+    """Keras's own pickle of a model with a class the script defined, and scikeras's pickle of an estimator
+    whose build function the script defined: loads names what the script defined, and its first remedy,
+    followed as written in a process that defines them again, converts."""
+    writers = ["keras.pkl"]
+    if importlib.util.find_spec("scikeras") is not None:
+        writers.append("scikeras.pkl")
+    run_python(WRITE_NATIVE, str(tmp_path), "scikeras" if len(writers) == 2 else "keras")
+    said = json.loads(run_python(FOLLOW_THE_ADVICE, str(tmp_path), *writers).strip().splitlines()[-1])
+    keras_message = said["keras.pkl"]
+    assert "Keras's own pickle format" in keras_message.splitlines()[0]
+    assert keras_message.splitlines()[1].startswith("If you trust its source, convert it once")
+    assert "# Doubler: the script or notebook that pickled it defined it" in keras_message
+    assert "custom_objects={'Doubler': Doubler}" in keras_message and "'Name': Name" not in keras_message
+    assert said["keras.pkl layers"] == ["Doubler", "Dense"]
+    if "scikeras.pkl" in said:
+        assert "# build: the script or notebook that pickled it defined it" in said["scikeras.pkl"]
+        assert said["scikeras.pkl"].splitlines()[1].startswith("If you trust its source, convert it once")
+        assert said["scikeras.pkl layers"] == ["Doubler", "Dense"]
+
+
+def test_messages_are_cut_in_quoted_detail_never_before_the_class_or_the_remedy():
+    """Keras's 'Could not locate class' error, as the demo and convert quote it: its first sentence, the class
+    named; a keras_pickle error inside a deepcopy message: whole, its remedy included."""
+    from keras_pickle import demo
+    from keras_pickle._keras3.native_pickle import keras_cause
+    from keras_pickle._protocol.copy import _gist
+
+    keras_error = TypeError(
+        "<class 'keras.src.models.sequential.Sequential'> could not be deserialized properly. config="
+        + "{'module': 'keras', 'class_name': 'Sequential', 'config': {...}} " * 20
+        + "\n\nException encountered: Could not locate class 'Doubler'. Make sure custom classes and functions "
+        "are decorated with `@keras.saving.register_keras_serializable()`. If they are already decorated, make "
+        "sure they are all imported."
+    )
+    assert demo._summary(keras_error) == "TypeError: Could not locate class 'Doubler'"
+    assert keras_cause(keras_error) == "TypeError: Could not locate class 'Doubler'"
+    remedy = "call keras_pickle.install() before constructing it."
+    ours = keras_pickle.KerasPicklingError("Cannot pickle Tower: " + "its constructor took a model; " * 20 + remedy)
+    assert _gist(ours).endswith(remedy)
+    foreign = ValueError("Keras said: " + "word " * 400)
+    assert "[...]" in _gist(foreign) and len(_gist(foreign)) < 500
 
 
 def test_convert_refuses_what_is_not_a_keras_pickle():
