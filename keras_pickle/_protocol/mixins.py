@@ -127,8 +127,9 @@ def carried_whole(kind: str, obj: Any, owned: tuple[Any, str]) -> bool:
     return all(id(variable) in carried for variable in obj.variables)
 
 
-def _refusal(why: str, instead: str, kind: str) -> tuple[Callable, Callable]:
-    """``__reduce_ex__`` / ``__reduce__`` that refuse with ``why`` and ``instead``.
+def _refusal(why: str, instead: tuple[str, ...], kind: str) -> tuple[Callable, Callable]:
+    """``__reduce_ex__`` / ``__reduce__`` that refuse with ``why`` on the first line, then each remedy of
+    ``instead`` (and what a model that holds it, or ``allow=``, changes) on a line of its own.
 
     Under ``install(allow=(kind,))`` they pickle the object with its complete
     state instead (see :func:`._opt_in.allowed_reduce`). The hooks are closures, not
@@ -138,31 +139,34 @@ def _refusal(why: str, instead: str, kind: str) -> tuple[Callable, Callable]:
 
     def refuse(obj):
         cls = type(obj)
-        opt_in = f" Or opt in: keras_pickle.install(allow=({kind!r},)) pickles {kind} with their complete state."
+        opt_in = f"Or opt in: keras_pickle.install(allow=({kind!r},)) pickles {kind} with their complete state."
         if not _opt_in_covers(kind, obj):
             opt_in = ""
         elif kind == "optimizers":
             opt_in = "" if getattr(obj, "built", False) else opt_in.replace(" with", " that are not built yet, with")
         name = _opt_in.public_name(cls)
         owned = _records.owner(obj)
-        what_to_do = (
-            f"{instead} If a model holds it, pickle that model before it in the same pickle "
-            f"(pickle.dumps((model, {kind[:-1]}))), and it comes back as that model's, with the model's state."
-        )
+        remedies = [
+            *instead,
+            f"If a model holds it, pickle that model before it in the same pickle (pickle.dumps((model, "
+            f"{kind[:-1]}))), and it comes back as that model's, with the model's state.",
+        ]
         if owned is not None and not carried_whole(kind, obj, owned):
-            what_to_do = (
+            remedies = [
                 f"It is {type(owned[0]).__name__} '{owned[0].name}''s {owned[1]}, which holds totals while the "
                 "model has not built its compile metrics (it was never fitted or evaluated), so the model's own "
-                "pickle cannot carry them. If they do not matter, call metric.reset_state() first and "
-                f"it travels as that model's (pickle.dumps((model, {kind[:-1]})))."
-            )
+                "pickle cannot carry them.",
+                "If they do not matter, call metric.reset_state() first and it travels as that model's "
+                f"(pickle.dumps((model, {kind[:-1]}))).",
+            ]
         elif owned is not None:
-            what_to_do = (
+            remedies = [
                 f"It belongs to {type(owned[0]).__name__} '{owned[0].name}' (its {owned[1]}): pickle that model "
                 f"before it in the same pickle, e.g. pickle.dumps((model, {kind[:-1]})), and it comes back as "
                 "that model's, with the model's state."
-            )
-        return PickleRefusedError(f"Refusing to pickle {name}: {why} {what_to_do}{opt_in}", obj_type=cls)
+            ]
+        lines = [f"Refusing to pickle {name}: {why}", *(f"  {remedy}" for remedy in [*remedies, opt_in] if remedy)]
+        return PickleRefusedError("\n".join(lines), obj_type=cls)
 
     def reduce(obj, protocol):
         # An explicit opt-in wins (the object alone, with its complete state), except for a built
@@ -203,10 +207,11 @@ class OptimizerPickleMixin:
     __reduce_ex__, __reduce__ = _refusal(
         why="an optimizer's state (its iterations and one slot per model weight) belongs to "
         "the variables of the model it trains and would not survive pickling on its own.",
-        instead="Pickle the compiled model instead (it carries its optimizer with the full "
-        "optimizer state), or pass the class and its config: "
-        "(type(optimizer), optimizer.get_config()); scikeras: optimizer='adam', optimizer__learning_rate=0.01. "
-        "An optimizer that was never built pickles by its config.",
+        instead=(
+            "Pickle the compiled model instead: it carries its optimizer with the full optimizer state.",
+            "Or pass the class and its config: (type(optimizer), optimizer.get_config()); scikeras: "
+            "optimizer='adam', optimizer__learning_rate=0.01. An optimizer that was never built pickles by its config.",
+        ),
         kind="optimizers",
     )
 
@@ -228,9 +233,11 @@ class MetricPickleMixin:
 
     __reduce_ex__, __reduce__ = _refusal(
         why="a metric's accumulated state (its variables) is not part of its config and would be silently reset.",
-        instead="Pickle the compiled model (its compile config recreates its metrics), send the value "
-        "(float(metric.result())), or pass the class and its config: "
-        "(type(metric), metric.get_config()).",
+        instead=(
+            "Pickle the compiled model: it carries its metrics, with their totals once it was fitted.",
+            "Or send the value: float(metric.result()).",
+            "Or pass the class and its config: (type(metric), metric.get_config()).",
+        ),
         kind="metrics",
     )
 
@@ -253,8 +260,10 @@ class CallbackPickleMixin:
     __reduce_ex__, __reduce__ = _refusal(
         why="a callback's runtime state (the model it is attached to, counters, open "
         "writers) is not part of any config and would not survive.",
-        instead="Pass the class and its arguments and create the callback where it runs, "
-        "e.g. functools.partial(keras.callbacks.EarlyStopping, patience=3).",
+        instead=(
+            "Pass the class and its arguments and create the callback where it runs, "
+            "e.g. functools.partial(keras.callbacks.EarlyStopping, patience=3).",
+        ),
         kind="callbacks",
     )
 

@@ -58,6 +58,19 @@ def test_refusal_names_class_reason_and_alternative(kind, protocol):
     assert error.obj_type is type(obj)
 
 
+@pytest.mark.parametrize("kind", sorted(REFUSED))
+def test_refusal_says_what_happened_on_one_line_then_each_remedy_on_its_own(kind):
+    factory, public_name, alternative = REFUSED[kind]
+    with pytest.raises(keras_pickle.PickleRefusedError) as info:
+        pickle.dumps(factory())
+    first, *remedies = str(info.value).splitlines()
+    assert first.startswith(f"Refusing to pickle {public_name}: ") and "would" in first
+    assert remedies and all(line.startswith("  ") and not line.startswith("   ") for line in remedies), remedies
+    assert any(alternative in line for line in remedies)
+    assert any("pickle that model before it in the same pickle" in line for line in remedies)
+    assert all(len(line) < 250 for line in [first, *remedies]), "one remedy a line"
+
+
 def test_refusal_through_keras_pickle_dumps_and_in_containers():
     with pytest.raises(keras_pickle.PickleRefusedError, match="keras.metrics.Mean"):
         keras_pickle.dumps({"metrics": [mean_metric()]})
