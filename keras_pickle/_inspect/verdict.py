@@ -1,35 +1,38 @@
-"""Safe mode's verdict on a payload, reached without unpickling and without importing anything.
+"""Safe mode's verdict on a payload, reached without unpickling, without importing anything and without
+asking what this process has imported: the same in a fresh Keras-free process as in a worker.
 
-The inspector asks safe mode's policy (:mod:`keras_pickle._safe_mode`) about everything it can resolve
-without importing: a global of a module this process has imported, resolved as the restricted reader
-resolves it and judged by the one decision (:func:`~keras_pickle._safe_mode.decision.refusal`); the
-payload's custom objects; every node of its config (:func:`~keras_pickle._safe_mode.configs.config_refusals`),
-under every spelling, with the payload's custom objects applied. Where keras_pickle's Keras level is loaded
-in this process, the policy and the dialect's resolver are the ones ``keras_pickle.loads`` uses here
-(:func:`~keras_pickle._safe_mode.decision.current_policy`), so the verdict is loads'. Otherwise the policy
-is :data:`~keras_pickle._safe_mode.decision.KERAS_FREE_POLICY` (it decides the same for everything but
-Keras's classes and functions, which only a process with Keras can tell apart), and config names are
-resolved as the payload's dialect resolves them in what this process has imported: a module's names and
-dotted names, and what a tf-keras op layer calls where TensorFlow is imported. A name in a module this
-process has not imported (TensorFlow's, for an op layer) is judged where it loads: the report says so.
+Everything the payload names in a Keras package is judged by safe mode's vocabulary
+(:mod:`keras_pickle._safe_mode.tables`), by name, in the role the config gives it, with the rules that
+need no lookup (:func:`~keras_pickle._safe_mode.configs.config_refusals`: refused layers spelt any way,
+inline code, files and modules a config names, values too large for the payload, calls Keras would run
+at load). A name outside Keras's packages can only be judged where the payload loads (is it registered
+there, a subclass of a Keras base class, named by the caller?): the report says so, and says what safe
+mode refuses there unless one of those holds. What a tf-keras op layer calls is judged where TensorFlow
+is imported here, else flagged.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import sys
 from collections.abc import Iterator
 from typing import Any
 
-from .._safe_mode import names
+from .._safe_mode import names, tables
 from .._safe_mode.configs import config_refusals
-from .._safe_mode.decision import KERAS_FREE_POLICY, current_policy, is_stdlib, package_of, refusal
+from .._safe_mode.decision import KERAS_FREE_POLICY, is_stdlib, package_of
+from .._safe_mode.roles import SPECIAL_VALUES
 from .._safe_mode.rules import CALLABLE_GLOBALS, KERAS_PACKAGES
 from .._wire import configs
 from .._wire.refs import InertReference, qualified_name
 from .._wire.schema import BY_VALUE, DIALECT_NAMES, DIALECT_TF_KERAS
-from ..errors import UnsafePayloadError
 from .values import Call, Global, short
+
+UNDECIDED = (
+    "safe mode judges it where the payload loads, and refuses it there unless it is a subclass of a Keras base "
+    "class, a function registered with Keras, a TensorFlow computation a tf-keras op layer may call, or named in "
+    "custom_objects"
+)
+"""How the report names the refusal of what only the loading process can judge."""
 
 
 @dataclasses.dataclass
@@ -43,23 +46,18 @@ class Verdict:
 
 def judge(globals_named: list[tuple[str, str]], custom: Any, config: Any, dialect: str = "keras3") -> Verdict:
     verdict = Verdict()
-    loaded = current_policy()
-    policy = loaded[0] if loaded else KERAS_FREE_POLICY
+    undecided: list[str] = []  # what only the loading process can judge
+    table_dialect = DIALECT_TF_KERAS if dialect == DIALECT_TF_KERAS else "keras3"
     for module, name in globals_named:
         if (module, name) in CALLABLE_GLOBALS or is_stdlib(module):
             continue  # allowed; or refused outright (reported with the stream)
-        if module not in sys.modules:
-            verdict.flagged.append(
-                f"{short(f'{module}.{name}')} is in a module this process has not imported: safe mode refuses it "
-                "where that module is not imported, and judges it where it is"
-            )
+        path = f"{module}.{name}"
+        if tables.owning_dialect(module) is not None:
+            reason = tables.table_refusal(path, tables.KERAS_ROLE)
+            if reason is not None:
+                verdict.refusals.append(f"{short(path)}: {reason}")
             continue
-        try:
-            reason = refusal(names.resolve_as_defined(module, name), policy)
-        except UnsafePayloadError as e:
-            reason = str(e).removeprefix("Safe mode refused ").rstrip(".")
-        if reason is not None:
-            verdict.refusals.append(f"{short(f'{module}.{name}')}: {reason}")
+        undecided.append(short(path))
     table = custom if isinstance(custom, dict) else {}
     for key, value in table.items():
         carried = carried_name(value)
@@ -74,39 +72,47 @@ def judge(globals_named: list[tuple[str, str]], custom: Any, config: Any, dialec
                 verdict.refusals.append(f"custom object {short(key)} names Keras's own {named}")
             elif is_stdlib(value.module):
                 verdict.refusals.append(f"custom object {short(key)} names the standard library's {named}")
-    resolved = {key: obj for key, obj in ((k, _resolved(v)) for k, v in table.items()) if obj is not None}
-    candidates = loaded[1](resolved, dialect) if loaded else (lambda node: _candidates(node, resolved, dialect))
+    named_custom = {key: _custom_candidate(value) for key, value in table.items()}
     unjudged: list[str] = []
-    for error in config_refusals(config, policy, candidates, dialect=DIALECT_NAMES.get(dialect, "Keras"),
-                                 unjudged=unjudged):  # fmt: skip
+    candidates = lambda node: _candidates(node, named_custom, table_dialect)  # noqa: E731
+    judged = config_refusals(
+        config,
+        KERAS_FREE_POLICY,
+        candidates,
+        dialect=DIALECT_NAMES.get(dialect, "Keras"),
+        unjudged=unjudged,
+        vocabulary=table_dialect,
+        custom_names=frozenset(table),
+    )
+    for error in judged:
         verdict.refusals.append(str(error).removeprefix("Safe mode refused ").rstrip("."))
-    for description in dict.fromkeys(unjudged):
-        verdict.flagged.append(f"the config names {short(description)}: safe mode judges it where the payload loads")
+    undecided += (f"{short(description)} (named by the config)" for description in unjudged)
+    if undecided:
+        verdict.flagged.append(f"{UNDECIDED}: " + ", ".join(dict.fromkeys(undecided)))
     return verdict
 
 
-def _resolved(value: Any) -> Any:
-    """A custom object the stream names as a global of an imported module, resolved as the reader would."""
-    if not (isinstance(value, Global) and value.module in sys.modules):
-        return None
-    try:
-        return names.resolve_as_defined(value.module, value.name)
-    except UnsafePayloadError:
-        return None
+def _custom_candidate(value: Any) -> Any:
+    """A custom object the stream names as a global: judged by the vocabulary where Keras's packages define it,
+    else where the payload loads."""
+    if isinstance(value, Global) and tables.owning_dialect(value.module) is not None:
+        return tables.Named(f"{value.module}.{value.name}")
+    return None  # reported with the stream's globals (or as carried by value)
 
 
-def _candidates(node: dict, resolved: dict[str, Any], dialect: str) -> Iterator[tuple[Any, bool]]:
-    """What the payload's dialect could resolve ``node`` to, as far as this process (without keras_pickle's
-    Keras level) can tell without importing: the payload's custom objects; for tf-keras, which resolves a
-    name in any module, the names and dotted names of a module other than Keras's own (judged where Keras
-    is loaded), and what an op layer calls."""
-    yield from ((resolved[name], False) for name in configs.spellings(node) if name in resolved)
-    if dialect != DIALECT_TF_KERAS:
+def _candidates(node: dict, custom: dict[str, Any], dialect: str) -> Iterator[Any]:
+    """What the payload's dialect could resolve ``node`` to, by name alone: the payload's custom objects, the
+    vocabulary's entries (:func:`~keras_pickle._safe_mode.tables.static_candidates`), and what a tf-keras op
+    layer calls (judged where TensorFlow is imported here)."""
+    spelt = configs.spellings(node)
+    if node.get("class_name") in SPECIAL_VALUES:
         return
-    module = names.imported_module(node.get("module"), dialect)
-    if module is not None and package_of(module) not in KERAS_PACKAGES:
-        yield from names.module_candidates(node, dialect, missing="unjudged")
-    yield from names.op_layer_calls(names.op_layer_spelt(node), node)
+    found = [custom[name] for name in spelt if name in custom]
+    yield from ((obj, False) for obj in found if obj is not None)
+    if not found:
+        yield from ((obj, False) for obj in tables.static_candidates(node, dialect, spelt))
+    if dialect == DIALECT_TF_KERAS:
+        yield from names.op_layer_calls(names.op_layer_spelt(node), node)
 
 
 def carried_name(value: Any) -> str | None:

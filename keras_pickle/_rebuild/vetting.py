@@ -17,6 +17,7 @@ import contextlib
 from collections.abc import Iterator
 from typing import Any
 
+from keras.src.backend.common import global_state
 from keras.src.saving import serialization_lib
 
 from .. import _dialect
@@ -48,7 +49,8 @@ def globals_policy() -> GlobalsPolicy:
                 function
             )
 
-    return decision.policy_here(registered, caller, load_options().allow_callbacks)
+    options = load_options()
+    return decision.policy_here(registered, caller, options.allow_callbacks, options.allow_control_flow)
 
 
 def dialect_resolver(table: dict[str, Any], dialect: str = _dialect.KERAS3) -> Candidates:
@@ -57,9 +59,6 @@ def dialect_resolver(table: dict[str, Any], dialect: str = _dialect.KERAS3) -> C
     if dialect == _dialect.TF_KERAS and _tfkeras_classes.is_imported():
         return _tfkeras_safe_mode.resolver(table, caller)
     return _keras3_safe_mode.resolver(table, caller)
-
-
-decision.provide_policy(globals_policy, dialect_resolver)
 
 
 @contextlib.contextmanager
@@ -115,8 +114,11 @@ def vet_body(body: dict, dialect: str = _dialect.KERAS3, decoded: list | None = 
             )
     candidates, name = dialect_resolver(table, dialect), _dialect.name(dialect)
     configs = _decoded_configs(body) if decoded is None else decoded
+    vocabulary = "tf_keras" if dialect == _dialect.TF_KERAS else "keras3"
+    scope = global_state.get_global_attribute("custom_objects_scope_dict", {}) or {}
+    custom_names = frozenset([*table, *load_options().custom_objects, *scope])
     for config in configs:
-        judge_config(config, policy, candidates, dialect=name)
+        judge_config(config, policy, candidates, dialect=name, vocabulary=vocabulary, custom_names=custom_names)
     return configs
 
 

@@ -17,6 +17,7 @@ from .._wire.reprs import bounded_repr
 from ..errors import LambdaLayerError, UnsafePayloadError
 from .decision import KERAS_FREE_POLICY, Candidates, GlobalsPolicy, refusal
 from .names import Unjudged, Unresolved
+from .roles import SPECIAL_VALUES, argument_nodes, value_refusal
 from .rules import (
     FILE_READING,
     FILE_READING_LAYERS,
@@ -28,6 +29,7 @@ from .rules import (
     WRAPPER_OWN_MODULES,
     is_file_field,
 )
+from .tables import ARGUMENT_ADVICE, ARGUMENT_ROLE, KERAS_ROLE, Named, table_refusal, unlisted
 
 
 def refused_layer_spelt(node: dict) -> str | None:
@@ -142,9 +144,19 @@ def _field_refusal(node: dict, merges: bool, fields: Any, dialect: str) -> Unsaf
     return None
 
 
-def judge_config(config: Any, policy: GlobalsPolicy, candidates: Candidates, *, dialect: str = "Keras") -> None:
+def judge_config(
+    config: Any,
+    policy: GlobalsPolicy,
+    candidates: Candidates,
+    *,
+    dialect: str = "Keras",
+    vocabulary: str | None = None,
+    custom_names: frozenset[str] = frozenset(),
+) -> None:
     """Raise the first of :func:`config_refusals`: what safe mode refuses in a decoded config."""
-    for error in config_refusals(config, policy, candidates, dialect=dialect):
+    for error in config_refusals(
+        config, policy, candidates, dialect=dialect, vocabulary=vocabulary, custom_names=custom_names
+    ):
         raise error
 
 
@@ -160,6 +172,8 @@ def config_refusals(
     *,
     dialect: str = "Keras",
     unjudged: list[str] | None = None,
+    vocabulary: str | None = None,
+    custom_names: frozenset[str] = frozenset(),
 ) -> Iterator[UnsafePayloadError]:
     """Every refusal of a decoded config, in document order: what it names that :func:`.decision.refusal`
     refuses, at any depth and under any spelling (with or without ``module``, ``registered_name``, Keras's
@@ -174,7 +188,14 @@ def config_refusals(
     subclasses of the refused, file-reading and module-merging layers are held to their rules. An error
     ``candidates`` raises (a module Keras would import) is one of the refusals. ``unjudged``: where the
     inspector collects what ``candidates`` could not look up here (:class:`~.names.Unjudged`).
+
+    Safe mode's vocabulary (``vocabulary``: the dialect's table; ``None`` where the dialect is not known yet)
+    decides by name too (``custom_names``, which Keras resolves first, aside): a node naming something
+    in Keras's packages that the table does not list is refused, whatever this process's Keras would find;
+    each node stands in the role :func:`~.roles.argument_nodes` gives it; and the values Keras would decode
+    or the calls it would run at load are held to :func:`~.roles.value_refusal`.
     """
+    arguments = argument_nodes(config)
     for node in configs.iter_nodes(config):
         named = isinstance(node.get("class_name"), str)
         kind = refused_layer_spelt(node) if named else None
@@ -190,6 +211,10 @@ def config_refusals(
                 LambdaLayerError,
             )
             continue
+        decoded = value_refusal(node)
+        if decoded is not None:
+            yield UnsafePayloadError(f"Safe mode refused {decoded}.", what=decoded.partition(":")[0])
+            continue
         if not named:
             continue
         spelt = configs.spellings(node)
@@ -198,8 +223,18 @@ def config_refusals(
         if error is not None:
             yield error
             continue
+        special = vocabulary is None or node["class_name"] in SPECIAL_VALUES
+        name = None if special else unlisted(node, vocabulary, custom_names)
+        if name is not None:
+            yield UnsafePayloadError(
+                f"Safe mode refused {name}, which the {dialect} config names as {_spelt(node)}: "
+                f"{table_refusal(name, KERAS_ROLE)}.",
+                what=name,
+            )
+            continue
         try:
-            error = _candidate_refusal(node, policy, candidates, dialect, unjudged)
+            role = ARGUMENT_ROLE if id(node) in arguments else KERAS_ROLE
+            error = _candidate_refusal(node, policy, candidates, dialect, unjudged, role)
         except UnsafePayloadError as raised:
             error = raised
         if error is not None:
@@ -207,10 +242,27 @@ def config_refusals(
 
 
 def _candidate_refusal(
-    node: dict, policy: GlobalsPolicy, candidates: Candidates, dialect: str, unjudged: list[str] | None
+    node: dict, policy: GlobalsPolicy, candidates: Candidates, dialect: str, unjudged: list[str] | None, role: str
 ) -> UnsafePayloadError | None:
-    """The first refusal of what ``candidates`` resolves ``node`` to (see :func:`config_refusals`)."""
+    """The first refusal of what ``candidates`` resolves ``node`` to, standing in ``role`` (see
+    :func:`config_refusals`)."""
     for obj, carried in candidates(node):
+        if isinstance(obj, Named):
+            reason = table_refusal(
+                obj.path, role, allow_callbacks=policy.allow_callbacks, allow_control_flow=policy.allow_control_flow
+            )
+            if reason is not None:
+                return UnsafePayloadError(
+                    f"Safe mode refused {obj.path}, which the {dialect} config names as {_spelt(node)}: {reason}.",
+                    what=obj.path,
+                )
+            continue
+        if isinstance(obj, Unjudged) and role == ARGUMENT_ROLE:
+            reason = ARGUMENT_ADVICE.format(key=obj.description, path="...")
+            return UnsafePayloadError(
+                f"Safe mode refused {obj.description}, which the {dialect} config names as {_spelt(node)}: {reason}.",
+                what=obj.description,
+            )
         if isinstance(obj, Unjudged) and unjudged is not None:
             unjudged.append(obj.description)
             continue
@@ -231,6 +283,13 @@ def _candidate_refusal(
             )
         if obj is None or isinstance(obj, types.ModuleType) or not callable(obj):
             continue  # nothing Keras could build or call
+        if isinstance(obj, type) and node.get("class_name") == "function":
+            what = _qualified(obj)
+            return UnsafePayloadError(
+                f"Safe mode refused {what}, which the {dialect} config names as {_spelt(node)}: the node names a "
+                "function and this is a class, which Keras would call with the arguments meant for the function.",
+                what=what,
+            )
         if isinstance(obj, type):
             if policy.refused_bases and issubclass(obj, policy.refused_bases):
                 closest = max((b for b in policy.refused_bases if issubclass(obj, b)), key=lambda b: len(b.__mro__))
@@ -240,7 +299,7 @@ def _candidate_refusal(
             error = _field_refusal(node, merges, fields, dialect)
             if error is not None:
                 return error
-        reason = refusal(obj, policy, carried=carried)
+        reason = refusal(obj, policy, carried=carried, role=role)
         if reason is not None:
             what = _qualified(obj)
             return UnsafePayloadError(

@@ -1,9 +1,10 @@
 """Safe mode's rules, as data: what a payload may name or make Keras build, each entry with its reason.
 
 Nothing here decides or imports: :func:`keras_pickle._safe_mode.decision.refusal` decides with these
-tables, :mod:`.configs` applies them to every node of a config, :mod:`.names` resolves names as the
-unpickler and Keras would without running code, and the dialect packages only say what their Keras
-vouches for and how it looks a config's names up. Classes and modules are named by dotted path
+tables and the vocabulary of what Keras's own packages define (:mod:`.tables`), :mod:`.configs` applies
+them to every node of a config, :mod:`.names` resolves names as the unpickler and Keras would without
+running code, and the dialect packages only say what their registry holds and how their Keras looks a
+config's names up. Classes and modules are named by dotted path
 (``package.attribute.attribute``); :func:`keras_pickle._safe_mode.names.static_path` looks them up in
 what this process has imported, never importing (a Keras that is not imported contributes nothing).
 """
@@ -100,8 +101,9 @@ ALLOWED_BASES: dict[str, str] = {
     "tf_keras.optimizers.schedules.LearningRateSchedule": "tf-keras learning-rate schedules",
     "tf_keras.callbacks.Callback": "tf-keras callbacks (only under allow_callbacks=True)",
 }
-"""Keras's base classes: a subclass of one may be named wherever it is defined (a user's layer is the
-point of pickling a model); tf-keras's count where tf-keras is imported."""
+"""Keras's base classes: a subclass of one defined outside Keras's packages may be named (a user's layer is
+the point of pickling a model); what Keras's packages define is judged by the vocabulary (:mod:`.tables`);
+tf-keras's count where tf-keras is imported."""
 
 CALLBACK_BASES: dict[str, str] = {
     "keras.callbacks.Callback": "callbacks act on files by design",
@@ -119,22 +121,6 @@ ALLOW_CALLBACKS_ADVICE = (
     "its directory). If you trust the source of this payload, load it with "
     "keras_pickle.loads(data, allow_callbacks=True)"
 )
-
-VOUCHED_NAMESPACES: dict[str, str] = {
-    "keras.activations": "Keras 3's built-in activations",
-    "keras.losses": "Keras 3's built-in losses",
-    "keras.metrics": "Keras 3's built-in metrics",
-    "keras.ops": "Keras 3's ops (computations on tensors)",
-    "tf_keras.activations": "tf-keras's built-in activations",
-    "tf_keras.losses": "tf-keras's built-in losses",
-    "tf_keras.metrics": "tf-keras's built-in metrics",
-}
-"""The namespaces whose plain functions Keras vouches for as part of a model (besides the functions
-registered with ``register_keras_serializable``). Every other plain function is refused, whatever
-package defines it and whatever the loading process imported: a payload never chooses a function to call."""
-
-NEVER_VOUCHED = frozenset({"get", "serialize", "deserialize"})
-"""Names in a vouched namespace that look objects up or build them: never vouched for."""
 
 ALLOW_FUNCTION_ADVICE = (
     "If you trust it, register it with @keras.saving.register_keras_serializable() in the module that defines it "

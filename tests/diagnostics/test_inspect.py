@@ -21,7 +21,7 @@ from helpers import PROBE_MODULE, cpu_time_limit, run_python
 
 import keras_pickle
 from keras_pickle import _format, limits
-from keras_pickle._inspect import inspect_all
+from keras_pickle._inspect import inspect_all, verdict
 from keras_pickle._wire import checksum
 from keras_pickle.cli import main as cli_main
 
@@ -61,7 +61,11 @@ def assert_describes(info: keras_pickle.PayloadInfo, model) -> None:
     assert set(info.custom_objects) == custom_object_names(model)
     assert {f"{m}.{n}" for m, n in info.imports} == custom_object_names(model)
     assert info.lambda_layers == () and not info.has_lambda
-    assert info.warnings == ()
+    # The custom objects are judged where the payload loads (registered there, Keras subclasses there): one
+    # warning names them with the refusal they meet otherwise, and nothing else is reported.
+    undecided = [w for w in info.warnings if w.startswith(verdict.UNDECIDED)]
+    assert info.warnings == tuple(undecided) and len(undecided) <= 1
+    assert all(name in undecided[0] for name in custom_object_names(model)) if undecided else not info.imports
 
 
 @pytest.mark.backends
@@ -507,7 +511,8 @@ def test_compressed_weights_are_read_as_a_stream_not_held(kind):
     info, peak = traced_peak(keras_pickle.inspect, bomb)
     assert isinstance(info, keras_pickle.PayloadInfo), info
     assert (info.n_variables, info.weight_bytes, info.header_weight_bytes) == (1, nbytes, nbytes)
-    assert info.n_params == nbytes // 4 and info.warnings == ()
+    assert info.n_params == nbytes // 4
+    assert all(w.startswith(verdict.UNDECIDED) for w in info.warnings), info.warnings  # the custom objects
     assert peak < 16 * MiB, f"{peak} bytes allocated for {nbytes} decompressed"
 
 

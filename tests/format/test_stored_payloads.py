@@ -18,7 +18,7 @@ import zoo  # noqa: F401  (the payloads' custom objects: safe mode needs their m
 from helpers import TESTS_DIR, ulps_apart
 
 import keras_pickle
-from keras_pickle._inspect import inspect_all
+from keras_pickle._inspect import inspect_all, verdict
 
 HERE = TESTS_DIR / "data"
 """The stored payloads, and the script that wrote them."""
@@ -61,7 +61,8 @@ def test_stored_payload_loads_with_its_values_and_outputs(name):
     # A model given to a recorded constructor is a payload of its own in the same pickle.
     every_payload = inspect_all(data, verify=True)
     assert sum(payload.n_variables for payload in every_payload) == n_variables
-    assert info.format_version == int(name[1]) and info.warnings == ()
+    assert info.format_version == int(name[1])
+    assert all(w.startswith(verdict.UNDECIDED) for w in info.warnings), info.warnings  # custom objects only
     assert info.checksum_status == ("verified" if name.endswith("_checksum") else "absent")
 
     reference = make_payloads.reference_outputs(name, expected)
@@ -138,7 +139,7 @@ def test_a_stored_payload_claiming_the_next_format_version_names_both_versions(n
 
     report = keras_pickle.inspect(path)
     assert report.format_version == NEWER
-    (warning,) = report.warnings
+    (warning,) = [w for w in report.warnings if not w.startswith(verdict.UNDECIDED)]
     assert "newer than this keras_pickle reads" in warning and "pip install --upgrade keras-pickle" in warning
 
 

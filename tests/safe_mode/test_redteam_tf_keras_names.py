@@ -22,8 +22,9 @@ import keras_pickle
 import keras_pickle._allow  # noqa: F401  (imported on first load: imported here, so that imports show effects)
 import keras_pickle._api  # noqa: F401
 from keras_pickle import _dialect
+from keras_pickle._rebuild import vetting
 from keras_pickle._safe_mode import configs as safe_configs
-from keras_pickle._safe_mode import decision, names
+from keras_pickle._safe_mode import names
 
 pytestmark = pytest.mark.tf_keras
 
@@ -38,8 +39,8 @@ def parts():
 
 def refusals(config) -> list:
     """What safe mode's one judge says of ``config`` in a tf-keras payload, as ``loads`` would ask it."""
-    policy, resolver = decision.current_policy()
-    return list(safe_configs.config_refusals(config, policy, resolver({}, _dialect.TF_KERAS), dialect="tf-keras"))
+    policy, resolver = vetting.globals_policy(), vetting.dialect_resolver({}, _dialect.TF_KERAS)
+    return list(safe_configs.config_refusals(config, policy, resolver, dialect="tf-keras"))
 
 
 def assert_refused(data: bytes, marker) -> Exception:
