@@ -131,10 +131,11 @@ def loads(
 
     With ``safe_mode=True`` (the default) a restricted unpickler refuses
     anything but keras_pickle's reconstructor, numpy arrays and what safe
-    mode's allow-list admits (docs/security.md): Keras's own classes and the
-    functions Keras vouches for (built-in activations, losses, metrics, ops;
-    anything registered with ``keras.saving.register_keras_serializable``),
-    subclasses of Keras's base classes, and the objects the caller names in
+    mode's allow-list admits (docs/security.md): the classes Keras builds
+    from a config and its computations on tensors, as safe mode's vocabulary
+    lists them; subclasses of Keras's base classes; functions registered with
+    ``keras.saving.register_keras_serializable`` where Keras calls them with
+    its own arguments; and the objects the caller names in
     ``custom_objects`` (as for ``keras.saving.load_model``: names to classes
     or functions, which safe mode then allows and Keras may resolve). Lambda
     layers are refused; so is a class or function carried by value (one of

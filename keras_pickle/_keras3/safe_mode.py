@@ -1,7 +1,7 @@
 """What safe mode needs from Keras 3: its registry, what the caller names, and how its deserializer
 resolves a config's names.
 
-The rules (Keras's base classes, its refused layers, the namespaces whose functions it vouches for) and
+The rules (the vocabulary, Keras's base classes, its refused layers) and
 the decision are safe mode's own (:mod:`keras_pickle._safe_mode`); this module only looks up what Keras
 alone knows: :func:`registered_with_keras`, :func:`named_by_caller` and :func:`resolver`, every object
 Keras 3's deserializer could resolve a config node to.

@@ -1,7 +1,7 @@
 """What safe mode needs from tf-keras: its registry, the scope the caller holds, and how its deserializer
 resolves a config's names.
 
-The rules (tf-keras's base classes, its refused layers, the functions it vouches for, what its op layers
+The rules (the vocabulary, tf-keras's base classes, its refused layers, what its op layers
 may call) and the decision are safe mode's own (:mod:`keras_pickle._safe_mode`); this module only looks
 up what tf-keras alone knows. tf-keras's deserializer resolves a config's ``module`` + ``class_name`` by
 importing any module and taking any attribute of it, resolves module-less names at every depth, and keeps
