@@ -83,6 +83,7 @@ def judge(globals_named: list[tuple[str, str]], custom: Any, config: Any, dialec
         unjudged=unjudged,
         vocabulary=table_dialect,
         custom_names=frozenset(table),
+        resolve_string=lambda text: _string_candidates(text, named_custom, table_dialect, unjudged),
     )
     for error in judged:
         verdict.refusals.append(str(error).removeprefix("Safe mode refused ").rstrip("."))
@@ -100,12 +101,25 @@ def _custom_candidate(value: Any) -> Any:
     return None  # reported with the stream's globals (or as carried by value)
 
 
+def _string_candidates(text: str, custom: dict[str, Any], dialect: str, unjudged: list[str]) -> Iterator[Any]:
+    """What a plain string of the config resolves to, by name alone: a custom object of the payload, or an object
+    Keras's registry holds (as the vocabulary lists them); a registered-looking name (``package>name``) the
+    vocabulary does not know is judged where the payload loads."""
+    if text in custom:
+        found = custom[text]
+        yield (found if found is not None else names.Unjudged(f"custom object {short(text)}")), False
+    elif text in tables.vocabulary(dialect).registered:
+        yield tables.Named(tables.vocabulary(dialect).registered[text]), False
+    elif ">" in text and len(text) < 200:
+        unjudged.append(f"{text!r}, a name a registry of the loading process may hold")
+
+
 def _candidates(node: dict, custom: dict[str, Any], dialect: str) -> Iterator[Any]:
     """What the payload's dialect could resolve ``node`` to, by name alone: the payload's custom objects, the
     vocabulary's entries (:func:`~keras_pickle._safe_mode.tables.static_candidates`), and what a tf-keras op
     layer calls (judged where TensorFlow is imported here)."""
     spelt = configs.spellings(node)
-    if node.get("class_name") in SPECIAL_VALUES:
+    if node.get("class_name") in SPECIAL_VALUES - {"__typespec__"}:  # Keras looks a typespec's class up by name
         return
     found = [custom[name] for name in spelt if name in custom]
     yield from ((obj, False) for obj in found if obj is not None)

@@ -115,11 +115,31 @@ def vet_body(body: dict, dialect: str = _dialect.KERAS3, decoded: list | None = 
     candidates, name = dialect_resolver(table, dialect), _dialect.name(dialect)
     configs = _decoded_configs(body) if decoded is None else decoded
     vocabulary = "tf_keras" if dialect == _dialect.TF_KERAS else "keras3"
-    scope = global_state.get_global_attribute("custom_objects_scope_dict", {}) or {}
-    custom_names = frozenset([*table, *load_options().custom_objects, *scope])
+    named = named_objects(table, dialect)
+    custom_names = frozenset().union(*named)
     for config in configs:
-        judge_config(config, policy, candidates, dialect=name, vocabulary=vocabulary, custom_names=custom_names)
+        judge_config(
+            config,
+            policy,
+            candidates,
+            dialect=name,
+            vocabulary=vocabulary,
+            custom_names=custom_names,
+            resolve_string=lambda text: ((unwrap(at[text]), is_carried(at[text])) for at in named if text in at),
+        )
     return configs
+
+
+def named_objects(table: dict[str, Any], dialect: str) -> list[dict[str, Any]]:
+    """Where the dialect's deserializer looks a name up before anything of its own, a plain string included:
+    the payload's custom objects, the caller's, a held custom-object scope, the registry."""
+    from keras.src.saving.object_registration import GLOBAL_CUSTOM_OBJECTS
+
+    scope = global_state.get_global_attribute("custom_objects_scope_dict", {}) or {}
+    found = [table, load_options().custom_objects, scope, GLOBAL_CUSTOM_OBJECTS]
+    if dialect == _dialect.TF_KERAS and _tfkeras_classes.is_imported():
+        found += _tfkeras_safe_mode.registries()
+    return found
 
 
 def vet_names(body: dict) -> list:

@@ -17,7 +17,7 @@ from .._wire.reprs import bounded_repr
 from ..errors import LambdaLayerError, UnsafePayloadError
 from .decision import KERAS_FREE_POLICY, Candidates, GlobalsPolicy, refusal
 from .names import Unjudged, Unresolved
-from .roles import SPECIAL_VALUES, argument_nodes, value_refusal
+from .roles import SPECIAL_VALUES, value_refusal, walk
 from .rules import (
     FILE_READING,
     FILE_READING_LAYERS,
@@ -152,10 +152,17 @@ def judge_config(
     dialect: str = "Keras",
     vocabulary: str | None = None,
     custom_names: frozenset[str] = frozenset(),
+    resolve_string: Candidates | None = None,
 ) -> None:
     """Raise the first of :func:`config_refusals`: what safe mode refuses in a decoded config."""
     for error in config_refusals(
-        config, policy, candidates, dialect=dialect, vocabulary=vocabulary, custom_names=custom_names
+        config,
+        policy,
+        candidates,
+        dialect=dialect,
+        vocabulary=vocabulary,
+        custom_names=custom_names,
+        resolve_string=resolve_string,
     ):
         raise error
 
@@ -174,6 +181,7 @@ def config_refusals(
     unjudged: list[str] | None = None,
     vocabulary: str | None = None,
     custom_names: frozenset[str] = frozenset(),
+    resolve_string: Candidates | None = None,
 ) -> Iterator[UnsafePayloadError]:
     """Every refusal of a decoded config, in document order: what it names that :func:`.decision.refusal`
     refuses, at any depth and under any spelling (with or without ``module``, ``registered_name``, Keras's
@@ -195,8 +203,12 @@ def config_refusals(
     each node stands in the role :func:`~.roles.argument_nodes` gives it; and the values Keras would decode
     or the calls it would run at load are held to :func:`~.roles.value_refusal`.
     """
-    arguments = argument_nodes(config)
-    for node in configs.iter_nodes(config):
+    for node, role in walk(config):
+        if isinstance(node, str):
+            found = None if resolve_string is None else _string_refusal(node, role, policy, resolve_string, dialect)
+            if found is not None:
+                yield found
+            continue
         named = isinstance(node.get("class_name"), str)
         kind = refused_layer_spelt(node) if named else None
         if kind is not None:
@@ -233,7 +245,6 @@ def config_refusals(
             )
             continue
         try:
-            role = ARGUMENT_ROLE if id(node) in arguments else KERAS_ROLE
             error = _candidate_refusal(node, policy, candidates, dialect, unjudged, role)
         except UnsafePayloadError as raised:
             error = raised
@@ -304,6 +315,32 @@ def _candidate_refusal(
             what = _qualified(obj)
             return UnsafePayloadError(
                 f"Safe mode refused {what}, which the {dialect} config names as {_spelt(node)}: {reason}.", what=what
+            )
+    return None
+
+
+def _string_refusal(
+    text: str, role: str, policy: GlobalsPolicy, resolve_string: Candidates, dialect: str
+) -> UnsafePayloadError | None:
+    """The refusal of what a plain string of the config resolves to (Keras's deserializer returns the custom or
+    registered object a string names, at any depth it reaches), standing in ``role``; ``None`` if nothing."""
+    for obj, carried in resolve_string(text):
+        if isinstance(obj, Named):
+            reason = table_refusal(obj.path, role, allow_callbacks=policy.allow_callbacks,
+                                   allow_control_flow=policy.allow_control_flow)  # fmt: skip
+            what = obj.path
+        elif isinstance(obj, Unjudged):
+            reason = None if role == KERAS_ROLE else ARGUMENT_ADVICE.format(key=text, path="...")
+            what = obj.description
+        elif isinstance(obj, type) and role == ARGUMENT_ROLE:
+            reason, what = "it is a class, which Keras would call with the arguments the payload chose", _qualified(obj)
+        else:
+            reason, what = refusal(obj, policy, carried=carried, role=role), _qualified(obj)
+        if reason is not None:
+            return UnsafePayloadError(
+                f"Safe mode refused {what}, which the {dialect} config names by the string {bounded_repr(text)}: "
+                f"{reason}.",
+                what=what,
             )
     return None
 

@@ -1,10 +1,11 @@
 """Where a config makes Keras call something with arguments the payload chose, and what Keras decodes
 or runs from a config's values, computed on the decoded config alone. No Keras import.
 
-:func:`argument_nodes`: the nodes standing in :data:`~.tables.ARGUMENT_ROLE` (a Functional node's call
-arguments, a loss or metric wrapper's ``fn`` beside extra keyword arguments). :func:`value_refusal`: a
-node Keras would turn into an allocation larger than what the payload carries (``__numpy__``,
-``__tensor__``), or a call node Keras would run eagerly at load (no symbolic input among its arguments).
+:func:`walk`: every dict and string of a config with its role, :data:`~.tables.ARGUMENT_ROLE` inside a
+Functional node's call arguments and a loss or metric wrapper's ``fn`` beside extra keyword arguments.
+:func:`value_refusal`: a node Keras would turn into an allocation larger than what the payload carries
+(``__numpy__``, ``__tensor__``), a call node Keras would run eagerly at load (no symbolic input among its
+arguments), or one it would look up by a name safe mode does not see (a ``class_name`` that is not a string).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import numpy as np
 
 from .._wire import configs
 from .._wire.reprs import bounded_repr
+from .tables import ARGUMENT_ROLE, KERAS_ROLE
 
 KERAS_TENSOR = "__keras_tensor__"
 
@@ -48,34 +50,59 @@ KERAS_DTYPE_SIZES = {
 the strings the payload spells)."""
 
 
-def argument_nodes(config: Any) -> set[int]:
-    """``id()`` of every dict of ``config`` that stands where the payload chooses the arguments it is called
-    with: all of a Functional node's call arguments (``inbound_nodes``' ``args`` and ``kwargs``, the keyword
-    arguments of the legacy list form), and the ``fn`` of a config whose other keys are not all
-    :data:`WRAPPER_KEYS`."""
-    found: set[int] = set()
-    for node in configs.iter_nodes(config):
-        for subtree in _argument_subtrees(node):
-            found.update(id(inner) for inner in configs.iter_nodes(subtree))
-    return found
+def walk(config: Any) -> Iterator[tuple[dict | str, str]]:
+    """Every dict and every string of ``config``, depth first in document order, each with its role:
+    :data:`~.tables.ARGUMENT_ROLE` inside a Functional node's call arguments (``inbound_nodes``' ``args`` and
+    ``kwargs``, the keyword arguments of the legacy list form) and a config's ``fn`` whose other keys are not
+    all :data:`WRAPPER_KEYS`; :data:`~.tables.KERAS_ROLE` elsewhere. Strings count: Keras's deserializer turns
+    a string equal to a custom or registered object's name into that object, at any depth it reaches.
+    Iterative: a config nested a million deep costs memory, not the C stack."""
+    stack: list[tuple[Any, str]] = [(config, KERAS_ROLE)]
+    while stack:
+        value, role = stack.pop()
+        if isinstance(value, str):
+            yield value, role
+        elif isinstance(value, (list, tuple)):
+            stack.extend((item, role) for item in reversed(value))
+        elif isinstance(value, _Calls):
+            stack.extend((argument, ARGUMENT_ROLE) for argument in reversed(value.arguments()))
+        elif isinstance(value, dict):
+            yield value, role
+            children = []
+            for key, child in value.items():
+                if key == "inbound_nodes" and isinstance(child, list):
+                    children.append((_Calls(child), role))
+                elif key == "fn" and not set(value) <= WRAPPER_KEYS:
+                    children.append((child, ARGUMENT_ROLE))
+                else:
+                    children.append((child, role))
+            stack.extend(reversed(children))
 
 
-def _argument_subtrees(node: dict) -> Iterator[Any]:
-    inbound = node.get("inbound_nodes")
-    if isinstance(inbound, list):
-        for call in inbound:
+class _Calls:
+    """A node's ``inbound_nodes``: what Keras calls it with."""
+
+    def __init__(self, calls: list):
+        self.calls = calls
+
+    def arguments(self) -> list:
+        found: list = []
+        for call in self.calls:
             if isinstance(call, dict):
-                yield call.get("args")
-                yield call.get("kwargs")
+                found += [call.get("args"), call.get("kwargs")]
             elif isinstance(call, list):
-                yield [entry[3] for entry in call if isinstance(entry, list) and len(entry) > 3]
-    if "fn" in node and not set(node) <= WRAPPER_KEYS:
-        yield node["fn"]
+                found += [entry[3] for entry in call if isinstance(entry, list) and len(entry) > 3]
+        return found
 
 
 def value_refusal(node: dict) -> str | None:
     """Why safe mode refuses what Keras would decode or run from ``node`` itself, whatever its class; ``None``
     if nothing. The text follows "Safe mode refused "."""
+    if "class_name" in node and "config" in node and not isinstance(node["class_name"], str):
+        return (
+            f"a node whose class_name is {bounded_repr(node['class_name'])}, not a string: Keras would look the "
+            "object up by its registered_name, and Keras never writes one"
+        )
     inbound = node.get("inbound_nodes")
     if isinstance(inbound, list):
         for call in inbound:

@@ -157,10 +157,10 @@ def static_candidates(node: dict, dialect: str, spelt: list[str]) -> Iterator[Na
     loads: refused there unless registered, a Keras subclass or named by the caller)."""
     table = vocabulary(dialect)
     prefix = "tf_keras" if dialect == "tf_keras" else "keras"
-    registered = node.get("registered_name")
-    if isinstance(registered, str) and registered in table.registered:
-        yield Named(table.registered[registered])
-        return
+    registered = [name for name in (node.get("registered_name"), *spelt) if isinstance(name, str)]
+    for name in dict.fromkeys(registered):  # Keras's registry first, then the module
+        if name in table.registered:
+            yield Named(table.registered[name])
     module = node.get("module")
     if not (isinstance(module, str) and module):
         names = [f"{prefix}.{home}.{name}".replace("..", ".") for home in LEGACY_HOMES for name in spelt]

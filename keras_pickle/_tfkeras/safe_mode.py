@@ -28,6 +28,11 @@ def _registry() -> Any:
     return classes.tf_keras().src.saving.object_registration
 
 
+def registries() -> list[dict[str, Any]]:
+    """Where tf-keras looks a name up before anything of its own: a held custom-object scope, its registry."""
+    return [_registry()._THREAD_LOCAL_CUSTOM_OBJECTS.__dict__, _registry()._GLOBAL_CUSTOM_OBJECTS]
+
+
 def registered_with_tf_keras(function: Any) -> bool:
     """Whether ``function`` was registered with ``tf_keras.saving.register_keras_serializable``."""
     registry = _registry()

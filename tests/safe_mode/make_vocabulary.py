@@ -30,8 +30,8 @@ os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 OUT = Path(__file__).resolve().parents[2] / "keras_pickle" / "_safe_mode" / "vocabulary"
 
 CALLABLE_PARAMETERS = frozenset(
-    {"f", "fn", "func", "function", "functions", "branches", "true_fn", "false_fn", "cond", "body", "body_fun",
-     "cond_fun", "loop_fn", "fns"}
+    {"f", "fn", "fun", "func", "pyfunc", "function", "functions", "fns", "branches", "true_fn", "false_fn", "cond",
+     "body", "body_fun", "cond_fun", "loop_fn", "callable", "callback"}
 )  # fmt: skip
 """Parameter names of ops and functions that take a function to call: what makes one higher-order."""
 
@@ -88,7 +88,10 @@ def path(obj: object) -> str:
 
 
 def higher_order(obj: object) -> bool:
-    targets = [obj.__init__, getattr(obj, "call", None)] if isinstance(obj, type) else [obj]
+    """Whether ``obj`` (an op class or a function) takes a function to call, by its parameters' names (every
+    name ``keras.src.ops`` gives a callable parameter: ``f``, ``fn``, ``fun``, ``pyfunc``, ``branches``...)."""
+    targets = [obj.__init__, getattr(obj, "call", None), getattr(obj, "compute_output_spec", None)]
+    targets = targets if isinstance(obj, type) else [obj]
     names = set()
     for target in targets:
         try:

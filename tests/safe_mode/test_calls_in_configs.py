@@ -310,3 +310,60 @@ def test_inspect_verdicts_do_not_depend_on_what_the_process_loaded_before(tmp_pa
     with pytest.raises(keras_pickle.KerasUnpicklingError):
         keras_pickle.loads(data)
     assert before is True and keras_pickle.inspect(data).safe_mode_refuses is True
+
+
+# --------------------------------------------------------------------------
+# Spellings that reach an object without a function node
+# --------------------------------------------------------------------------
+
+REGISTRY_NAME = "keras_hub>compute_word_piece_vocabulary"
+
+
+def _as_switch_branch(value):
+    def edit(config):
+        node_named(config, "Switch")["inbound_nodes"][0]["args"][1][1] = value
+
+    return edited(switch_model(), edit)
+
+
+def _as_wrapper_fn(value):
+    wrapped = {"module": "keras.src.losses.losses", "class_name": "LossFunctionWrapper", "registered_name": None,
+               "config": {"fn": value, "name": "w", "vocabulary_output_file": "/tmp/written"}}  # fmt: skip
+    return edited(ops_model(), lambda config: config["compile_config"].__setitem__("loss", wrapped))
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [
+        pytest.param(lambda: _as_switch_branch(REGISTRY_NAME), id="a plain string as a switch branch"),
+        pytest.param(lambda: _as_wrapper_fn(REGISTRY_NAME), id="a plain string as a wrapper's fn"),
+        pytest.param(lambda: _as_wrapper_fn({"class_name": None, "registered_name": REGISTRY_NAME, "config": {}}),
+                     id="a node whose class_name is null"),  # fmt: skip
+        pytest.param(lambda: _as_switch_branch({"class_name": "function", "config": REGISTRY_NAME}),
+                     id="a function node with no module"),  # fmt: skip
+    ],
+)
+def test_a_registered_function_reached_by_a_name_keras_resolves_is_refused_by_loads_and_inspect(marker, payload):
+    """Keras's deserializer returns the registered object a plain string names, looks a node with a null
+    class_name up by its registered_name, and a function node with no module up in the registry."""
+    pytest.importorskip("keras_hub")
+    data = payload()
+    assert_refused(data, marker, allow_control_flow=True)
+    assert keras_pickle.inspect(data).safe_mode_refuses
+
+
+def test_a_typespec_naming_a_keras_function_is_refused_by_loads_and_inspect(marker):
+    typespec = {"class_name": "__typespec__", "spec_name": "get_file", "module": "keras.utils",
+                "registered_name": None, "config": ["x", "/tmp/fetched"]}  # fmt: skip
+    data = edited(ops_model(), lambda config: node_named(config, "Dense")["config"].__setitem__("bias_regularizer",
+                                                                                                typespec))  # fmt: skip
+    assert "get_file" in str(assert_refused(data, marker))
+    assert keras_pickle.inspect(data).safe_mode_refuses
+
+
+def test_an_op_that_calls_a_function_among_its_arguments_is_control_flow():
+    from keras_pickle._safe_mode import tables
+
+    assert tables.role_of("keras.src.ops.linalg.JVP") == "control_flow"
+    for path in ("keras.src.ops.linalg.jvp", "keras.src.ops.numpy.vectorize", "keras.src.ops.core.custom_gradient"):
+        assert tables.role_of(path) == "refused:higher_order", path
