@@ -17,6 +17,7 @@ read the diff: a new class or function is refused until the table lists it.
 
 from __future__ import annotations
 
+import importlib
 import inspect
 import json
 import os
@@ -69,6 +70,27 @@ def public_symbols(package: types.ModuleType) -> dict[str, object]:
                 continue
             found[f"{module.__name__}.{name}"] = value
     return found
+
+
+BACKEND_MODULES = (
+    "keras.src.backend.tensorflow.optimizer",
+    "keras.src.backend.jax.optimizer",
+    "keras.src.backend.torch.optimizers",
+    *(f"keras.src.backend.torch.optimizers.torch_{name}"
+      for name in ("adadelta", "adagrad", "adam", "adamax", "adamw", "lion", "nadam", "optimizer",
+                   "parallel_optimizer", "rmsprop", "sgd")),
+)  # fmt: skip
+"""Modules of each backend that define classes a config names (a backend's own optimizer classes: a model
+compiled on PyTorch names ``keras.src.backend.torch.optimizers.torch_adam.Adam``): imported, where that
+backend is installed, whichever backend the generator runs on."""
+
+
+def import_backend_modules() -> None:
+    for name in BACKEND_MODULES:
+        try:
+            importlib.import_module(name)
+        except ImportError as error:
+            print(f"not imported: {name} ({error})")
 
 
 def defined_classes(packages: tuple[str, ...]) -> list[type]:
@@ -237,6 +259,7 @@ def main() -> None:
     import keras_hub  # noqa: F401
 
     out = Path(sys.argv[1]) if len(sys.argv) > 1 else OUT
+    import_backend_modules()
     rules = keras3_rules()
     keras_hub_registered(rules)
     versions = {package: metadata.version(package.replace("_", "-")) for package in ("keras", "keras_hub")}
