@@ -48,7 +48,10 @@ def binary_model():
 def test_a_fitted_models_metrics_results_are_equal_after_loading():
     model, _x, _y = binary_model()
     expected = results(model)
-    assert set(expected) == {"loss", "auc", "accuracy"} and holds_totals(model._compile_metrics.metrics[0])
+    # the AUC is "auc", or "auc_N" where an earlier test of the process made one: Keras numbers default names
+    auc = model._compile_metrics.metrics[0].name
+    assert set(expected) == {"loss", auc, "accuracy"} and auc.startswith("auc")
+    assert holds_totals(model._compile_metrics.metrics[0])
     for how, restored in round_trips(model):
         assert results(restored) == expected, how
 
