@@ -20,6 +20,7 @@ from .._wire.schema import (
     FORMAT_NAME,
     FORMAT_VERSION,
     KINDS,
+    UPGRADE,
     body_fields,
     check_exact_fields,
     header_fields,
@@ -48,7 +49,7 @@ def describe(stream: Stream, payload: Call, *, verify: bool, buffers: list | Non
     if isinstance(version, int) and not isinstance(version, bool) and version > FORMAT_VERSION:
         warnings.append(
             f"format version {short(version)} is newer than this keras_pickle reads (up to "
-            f"{FORMAT_VERSION}): pip install --upgrade keras-pickle"
+            f"{FORMAT_VERSION}): upgrade keras_pickle, {UPGRADE}"
         )
 
     config_text = body.get("config")

@@ -41,6 +41,8 @@ versions 1 and 2 hold its index) and adds ``metric_variables``, ``held_optimizer
 reconstructor :data:`BY_VALUE` (a class of the writer's main script, carried by value). Older
 payloads are checked and verified as written, then brought to this version's shape once
 (:func:`keras_pickle._wire.upgrade.to_current`), and load as they always did."""
+UPGRADE = "in its checkout, git pull && python -m pip install -e ."
+"""How to install a newer keras_pickle, as the README installs it (from a checkout: no index has it)."""
 DIALECT_KERAS3, DIALECT_TF_KERAS = DIALECTS = ("keras3", "tf_keras")
 """The Keras dialects a payload may hold: Keras 3 (``keras``), and tf-keras (Keras 2, ``tf_keras``)."""
 DIALECT_NAMES = {DIALECT_KERAS3: "Keras 3", DIALECT_TF_KERAS: "tf-keras (Keras 2)"}
@@ -180,7 +182,7 @@ def _check_header(header: object) -> dict:
             f"This payload uses keras_pickle format version {version}, written by a newer "
             f"keras_pickle (Keras {as_text(header.get('keras_version', '?'))}); the installed "
             f"keras_pickle {__version__} reads format versions up to {FORMAT_VERSION}. "
-            "Upgrade: pip install --upgrade keras-pickle",
+            f"Upgrade keras_pickle: {UPGRADE}",
             found_version=version,
             supported_version=FORMAT_VERSION,
         )

@@ -75,7 +75,7 @@ def test_newer_format_version_names_both_versions():
         message = str(info.value)
         assert "format version 7" in message and f"up to {keras_pickle.FORMAT_VERSION}" in message
         assert f"(Keras {keras.__version__})" in message
-        assert "pip install --upgrade keras-pickle" in message
+        assert "git pull && python -m pip install -e ." in message
         assert info.value.found_version == 7 and info.value.supported_version == keras_pickle.FORMAT_VERSION
         assert isinstance(info.value, pickle.UnpicklingError)
 

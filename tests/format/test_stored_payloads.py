@@ -134,13 +134,13 @@ def test_a_stored_payload_claiming_the_next_format_version_names_both_versions(n
             load(data)
         message = str(info.value)
         assert f"format version {NEWER}" in message and f"up to {keras_pickle.FORMAT_VERSION}" in message
-        assert "pip install --upgrade keras-pickle" in message
+        assert "git pull && python -m pip install -e ." in message
         assert (info.value.found_version, info.value.supported_version) == (NEWER, keras_pickle.FORMAT_VERSION)
 
     report = keras_pickle.inspect(path)
     assert report.format_version == NEWER
     (warning,) = [w for w in report.warnings if not w.startswith(verdict.UNDECIDED)]
-    assert "newer than this keras_pickle reads" in warning and "pip install --upgrade keras-pickle" in warning
+    assert "newer than this keras_pickle reads" in warning and "git pull && python -m pip install -e ." in warning
 
 
 ALLOWED = HERE / "allowed"
