@@ -19,6 +19,7 @@ from typing import Any
 
 from keras.src.backend.common import global_state
 from keras.src.saving import serialization_lib
+from keras.src.saving.object_registration import GLOBAL_CUSTOM_OBJECTS
 
 from .. import _dialect
 from .._keras3 import safe_mode as _keras3_safe_mode
@@ -133,8 +134,6 @@ def vet_body(body: dict, dialect: str = _dialect.KERAS3, decoded: list | None = 
 def named_objects(table: dict[str, Any], dialect: str) -> list[dict[str, Any]]:
     """Where the dialect's deserializer looks a name up before anything of its own, a plain string included:
     the payload's custom objects, the caller's, a held custom-object scope, the registry."""
-    from keras.src.saving.object_registration import GLOBAL_CUSTOM_OBJECTS
-
     scope = global_state.get_global_attribute("custom_objects_scope_dict", {}) or {}
     found = [table, load_options().custom_objects, scope, GLOBAL_CUSTOM_OBJECTS]
     if dialect == _dialect.TF_KERAS and _tfkeras_classes.is_imported():
