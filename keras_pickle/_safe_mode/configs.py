@@ -200,7 +200,7 @@ def config_refusals(
     Safe mode's vocabulary (``vocabulary``: the dialect's table; ``None`` where the dialect is not known yet)
     decides by name too (``custom_names``, which Keras resolves first, aside): a node naming something
     in Keras's packages that the table does not list is refused, whatever this process's Keras would find;
-    each node stands in the role :func:`~.roles.argument_nodes` gives it; and the values Keras would decode
+    each node and string stands in the role :func:`~.roles.walk` gives it; and the values Keras would decode
     or the calls it would run at load are held to :func:`~.roles.value_refusal`.
     """
     for node, role in walk(config):
