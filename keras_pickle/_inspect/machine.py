@@ -303,8 +303,8 @@ def evaluate(pickle_input: Input, *, hold_data: bool) -> Stream:
                 stack.append(add_global(module, global_name))
             elif name in ("EXT1", "EXT2", "EXT4"):
                 # The names this process's copyreg registers; nothing is imported.
-                key = copyreg._inverted_registry.get(arg)
-                module, global_name = key if key else ("<extension code>", str(arg))
+                registered = copyreg._inverted_registry.get(arg)
+                module, global_name = registered if registered else ("<extension code>", str(arg))
                 stack.append(add_global(module, global_name))
             elif name == "REDUCE":
                 args = pop()
