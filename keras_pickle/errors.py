@@ -46,8 +46,35 @@ class KerasPicklingError(KerasPickleError, pickle.PicklingError):
     """An object could not be pickled."""
 
 
+CORRUPT = "Corrupt keras_pickle payload: "
+"""How a check's verdict on a payload's structure starts its message; what it found follows."""
+NOT_A_PAYLOAD = "Not a keras_pickle payload: "
+"""How the message for data that reads as no keras_pickle payload starts; what the data is follows."""
+REFUSED_GLOBAL = "Safe mode refused global "
+"""How safe mode's refusal of a global the stream names starts its message; the global and why follow."""
+LEADS = (CORRUPT, NOT_A_PAYLOAD, REFUSED_GLOBAL)
+"""The verdicts a loading error's message may start with (its ``lead``)."""
+
+
 class KerasUnpicklingError(KerasPickleError, pickle.UnpicklingError):
-    """A payload could not be loaded."""
+    """A payload could not be loaded.
+
+    ``lead`` is the verdict the message starts with, one of :data:`LEADS`, else None: given by the
+    raiser, or where it gives none, the one its message starts with. :attr:`detail` is the rest.
+    """
+
+    def __init__(self, message: str, *, original_error: BaseException | None = None, lead: str | None = None):
+        super().__init__(message, original_error=original_error)
+        if lead is None:
+            lead = next((known for known in LEADS if str(message).startswith(known)), None)
+        self.lead = lead
+
+    @property
+    def detail(self) -> str:
+        """What the message says after its ``lead``, without a final period: what was found (the whole
+        message where it has no lead). It follows the message where a caller rewrites it."""
+        message = str(self.args[0]) if self.args else ""
+        return message.removeprefix(self.lead or "").rstrip(".")
 
 
 class PickleRefusedError(KerasPicklingError):
@@ -110,6 +137,12 @@ class UnsafePayloadError(KerasUnpicklingError):
     def __init__(self, message: str, *, what: str):
         super().__init__(message)
         self.what = what
+
+    @property
+    def refused(self) -> str:
+        """What safe mode refused: the message's first sentence, without the advice that follows it."""
+        message = str(self.args[0]) if self.args else ""
+        return message.partition(". ")[0].rstrip(".")
 
 
 class LambdaLayerError(UnsafePayloadError):
