@@ -13,13 +13,13 @@ from typing import IO, Any
 import keras
 
 from . import _allow, _format, _options  # noqa: F401  (_allow, _format: see below)
+from ._diagnosis import damage as _damage
 from ._keras3 import native_pickle as _native_pickle
 from ._protocol import install as _install
 from ._protocol import load_failure as _load_failure
 from ._reader import unpickler as _restricted
 from ._reader.prescan import check_lengths, describe_bytes, ended_early, foreign_format, peek
 from ._rebuild.vetting import globals_policy
-from ._wire import damage as _damage
 from ._wire import stream_root
 from ._wire.joined_stream import JoinedStream
 from ._wire.reprs import bounded_repr
@@ -367,7 +367,7 @@ def _whole_file(file: IO[bytes], start: int | None) -> Callable[[], bytes | None
 
 def _damaged_or(error: KerasPickleError, head: bytes, describe: Callable[[], str]) -> KerasPickleError:
     """The damage error for ``error`` when the stream's start shows a keras_pickle payload and ``error`` is
-    one damage causes (:func:`keras_pickle._wire.damage.stream_damage`); else ``error`` itself."""
+    one damage causes (:func:`keras_pickle._diagnosis.damage.stream_damage`); else ``error`` itself."""
     return _damage.stream_damage(head, describe(), error) or error
 
 

@@ -36,8 +36,8 @@ import os
 from collections.abc import Iterable
 from typing import IO, Any
 
+from .._diagnosis import damage
 from .._reader.prescan import foreign_format
-from .._wire import damage
 from .._wire.reprs import shorten
 from ..errors import KerasPickleError, NotAPayloadError
 from .describe import describe

@@ -9,10 +9,11 @@ from collections.abc import Iterator
 from typing import Any
 
 from .. import limits
+from .._diagnosis import mismatch
 from .._safe_mode.configs import lambdas
 from .._safe_mode.decision import refused_outright
 from .._wire import checksum as wire_checksum
-from .._wire import configs, damage
+from .._wire import configs
 from .._wire.arrays import wire_itemsize
 from .._wire.body_sections import check_recorded_calls
 from .._wire.schema import (
@@ -146,7 +147,7 @@ def describe(stream: Stream, payload: Call, *, verify: bool, buffers: list | Non
     warnings.extend(problems)
     checksum = header.get("checksum")
     status = _checksum_status(checksum, header, body, sections, verify=verify, buffers=buffers)
-    carried = damage.carried_checksum(header)
+    carried = mismatch.carried_checksum(header)
     if carried is None and "checksum" not in header:  # every header has the field: a damaged one lost it
         carried = stream.head_checksum
     status = _damage_status(status, carried, problems, verify=verify)

@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from .. import limits
+from .._diagnosis.mismatch import carried_checksum, damaged, recomputed
 from .._version import __version__
 from ..errors import (
     FormatVersionError,
@@ -28,7 +29,6 @@ from .body_sections import check_custom_objects, check_recorded_calls, checked_a
 from .bounds import check_value, config_depth
 from .checksum import CHECKSUM_ALGORITHM, CHECKSUM_ALGORITHMS, checksum_algorithm, content_checksum
 from .configs import count_listed_layers
-from .damage import carried_checksum, damaged, recomputed
 from .reprs import as_text, bounded_repr, shorten
 
 FORMAT_NAME = "keras_pickle"
@@ -130,7 +130,7 @@ def check_header(header: object) -> dict:
 
     Everything the header claims is checked against the resource limits here,
     before the body is looked at. A header that carries a checksum and fails a check
-    is damaged (:mod:`.damage`): every field checked here is one the checksum covers,
+    is damaged (:mod:`keras_pickle._diagnosis.mismatch`): every field checked here is one the checksum covers,
     so it is a :class:`~keras_pickle.ChecksumMismatchError` that says so; a format
     version newer than this keras_pickle reads stays a
     :class:`~keras_pickle.FormatVersionError` whose message names that possibility too.
@@ -153,15 +153,7 @@ def check_header(header: object) -> dict:
         checksum = carried_checksum(header)
         if checksum is None:
             raise
-        raise damaged(_found(e), checksum=checksum, cause=e) from e
-
-
-def _found(error: BaseException) -> str:
-    """What a schema check found, from its message: without the "Corrupt..." prefix or the final period."""
-    text = str(error)
-    for prefix in ("Corrupt keras_pickle payload: ", "Not a keras_pickle payload: "):
-        text = text.removeprefix(prefix)
-    return text.rstrip(".")
+        raise damaged(e.detail, checksum=checksum, cause=e) from e
 
 
 def _check_header(header: object) -> dict:
@@ -269,7 +261,7 @@ def check_body(header: dict, body: object, *, is_custom_object: Callable[[Any], 
     every custom object is what ``is_custom_object`` accepts, the number of
     layers the config lists, and then the checksum, if any.
 
-    With a checksum, a failed check is damage (:func:`.damage.damaged`), save a resource limit
+    With a checksum, a failed check is damage (:func:`keras_pickle._diagnosis.mismatch.damaged`), save a resource limit
     exceeded by content that still matches its checksum (a payload as written, larger than this
     process allows): the payload was checksummed whole and well-formed, so the error is a
     :class:`~keras_pickle.ChecksumMismatchError` that names what the check found, with the
@@ -284,7 +276,7 @@ def check_body(header: dict, body: object, *, is_custom_object: Callable[[Any], 
         computed = recomputed(header, body)
         if computed == expected and isinstance(e, ResourceLimitError):
             raise  # a payload as it was written, larger than this process's limits allow
-        raise damaged(_found(e), checksum=expected, computed=computed, cause=e) from e
+        raise damaged(e.detail, checksum=expected, computed=computed, cause=e) from e
     if expected is not None:
         actual = content_checksum(header, body, checksum_algorithm(expected))
         if actual != expected:

@@ -33,6 +33,8 @@ LAYERS = {
     "keras_pickle._reader.": BOTTOM,
     "keras_pickle._safe_mode.": BOTTOM,
     "keras_pickle._quiet": BOTTOM,
+    # diagnosis: what the format's readers and inspect need is bottom.
+    "keras_pickle._diagnosis.": BOTTOM,
     # what one Keras dialect needs (Keras 3), and the per-call context both sides read.
     "keras_pickle._keras3.": KERAS,
     "keras_pickle._tfkeras.": KERAS,

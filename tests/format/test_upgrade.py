@@ -166,7 +166,7 @@ READS_THE_VERSION = {
     "_wire/upgrade.py": "brings older versions to the current shape",
     "_wire/schema.py": "checks a header and body as written, in their version's shape; writes the current one",
     "_wire/checksum.py": "verifies the checksum over the payload as written (the version is a field it covers)",
-    "_wire/damage.py": "names the damaged fields of a payload as written",
+    "_diagnosis/written_globals.py": "names the fields of the current format version, as a damaged stream holds them",
     "_inspect/describe.py": "describes the payload as stored: its format version as written",
     "_rebuild/skew.py": "error messages name the format version the payload was written in",
 }

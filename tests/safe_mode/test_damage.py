@@ -1,4 +1,4 @@
-"""keras_pickle._wire.damage: a damaged payload is called damaged, and where it carries a checksum, a mismatch.
+"""keras_pickle._diagnosis.damage: a damaged payload is called damaged, and where it carries a checksum, a mismatch.
 
 The sweeps replace one byte at a time of a small checksummed payload (a Dense model) at protocols 2,
 4 and 5, wherever it lands: ``keras_pickle.loads`` reads every byte with each of ten values (its
@@ -21,7 +21,8 @@ import pytest
 
 import keras_pickle
 from keras_pickle import _format
-from keras_pickle._wire import damage, schema
+from keras_pickle._diagnosis import damage, mismatch, written_globals
+from keras_pickle._wire import schema
 from keras_pickle.cli import main as cli_main
 
 MASKS = (0x01, 0x80)
@@ -52,7 +53,7 @@ def says_damaged_and_mismatched(error: BaseException) -> bool:
     text = str(error)
     return (
         isinstance(error, (keras_pickle.ChecksumMismatchError, keras_pickle.UnsafePayloadError))
-        and text.startswith(damage.PREFIX)
+        and text.startswith(mismatch.PREFIX)
         and "does not match its checksum" in text
     )
 
@@ -61,7 +62,7 @@ def says_damaged(error: BaseException) -> bool:
     """Damage the checksum cannot see (a field's name) is still called damage, and the checksum said to match."""
     return says_damaged_and_mismatched(error) or (
         isinstance(error, keras_pickle.KerasUnpicklingError)
-        and str(error).startswith(damage.PREFIX)
+        and str(error).startswith(mismatch.PREFIX)
         and "still matches" in str(error)
     )
 
@@ -324,7 +325,7 @@ def test_a_damaged_checksum_key_still_counts_as_a_checksum(model):
     header, body = reduced(model, checksum=True)
     value = header.pop("checksum")
     header["chedksum"] = value
-    assert damage.carried_checksum(header) == value
+    assert mismatch.carried_checksum(header) == value
     with pytest.raises(keras_pickle.ChecksumMismatchError, match="chedksum"):
         keras_pickle.loads(pickle.dumps(Forged(header, body), protocol=2))
 
@@ -369,7 +370,7 @@ def test_stream_damage_needs_a_payload_in_the_head():
     assert damage.stream_damage(b"\x80\x05not a payload", "the data", error) is None
     found = damage.stream_damage(b'...keras_pickle..."checksum"...nothing like one', "the data", error)
     assert type(found) is keras_pickle.NotAPayloadError and "carries no checksum" in str(found)
-    assert str(found).startswith(damage.PREFIX)
+    assert str(found).startswith(mismatch.PREFIX)
 
 
 def test_a_refusal_of_safe_mode_in_a_damaged_stream_stays_a_refusal(payloads):
@@ -400,7 +401,7 @@ def test_stream_damage_leaves_a_missing_module_to_its_own_error(payloads):
     ],
 )
 def test_near_written_global(dotted, expected):
-    assert damage.near_written_global(dotted) == expected
+    assert written_globals.near_written_global(dotted) == expected
 
 
 def test_the_checksum_is_found_in_a_stream_whatever_byte_of_it_changed(payloads):
@@ -437,12 +438,12 @@ def test_the_checksum_is_found_in_a_stream_whatever_byte_of_it_changed(payloads)
     ],
 )
 def test_garbled_global(dotted, garbled):
-    assert damage.garbled_global(dotted) is garbled
+    assert written_globals.garbled_global(dotted) is garbled
 
 
 def test_the_fields_garbled_global_knows_are_the_schemas():
     header = {"kind": "layer", "format_version": schema.FORMAT_VERSION}
-    assert schema.HEADER_FIELDS | schema.body_fields(header) <= damage._PAYLOAD_FIELDS
+    assert schema.HEADER_FIELDS | schema.body_fields(header) <= written_globals._PAYLOAD_FIELDS
 
 
 class Calls:
@@ -464,7 +465,7 @@ def test_a_crafted_payload_safe_mode_refuses_is_refused_and_not_called_damaged(m
         stream = stream.replace(b"\x07restore\x94", b"\x0arestore_v2\x94", 1)
     with pytest.raises(keras_pickle.UnsafePayloadError) as raised:
         keras_pickle.loads(stream)
-    assert not str(raised.value).startswith(damage.PREFIX), str(raised.value)
+    assert not str(raised.value).startswith(mismatch.PREFIX), str(raised.value)
 
 
 @pytest.mark.parametrize("safe_mode", [True, False])
