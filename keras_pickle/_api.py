@@ -13,24 +13,17 @@ from typing import IO, Any
 import keras
 
 from . import _allow, _format, _options  # noqa: F401  (_allow, _format: see below)
-from ._diagnosis import damage as _damage
+from ._diagnosis import diagnose as _diagnose
+from ._diagnosis import stream_root
+from ._diagnosis.formats import looks_like_keras_native
 from ._keras3 import native_pickle as _native_pickle
 from ._protocol import install as _install
-from ._protocol import load_failure as _load_failure
 from ._reader import unpickler as _restricted
-from ._reader.prescan import check_lengths, describe_bytes, ended_early, foreign_format, peek
+from ._reader.prescan import check_lengths, describe_bytes
 from ._rebuild.vetting import globals_policy
-from ._wire import stream_root
 from ._wire.joined_stream import JoinedStream
 from ._wire.reprs import bounded_repr
-from .errors import (
-    CustomObjectLoadError,
-    KerasPickleError,
-    KerasPicklingError,
-    KerasUnpicklingError,
-    NotAPayloadError,
-    UnsafePayloadError,
-)
+from .errors import KerasPickleError, KerasPicklingError, KerasUnpicklingError, NotAPayloadError
 
 # _allow and _format publish the reconstructors payloads name; safe mode resolves those from
 # sys.modules only (it never imports), so loading needs them imported first.
@@ -253,122 +246,30 @@ def _load_options(
 def _load_one(
     file: IO[bytes], options: _options.LoadOptions, *, buffers, describe: Callable[[], str], data: Any = None
 ) -> Any:
-    """Load one pickle from ``file`` with ``options``; ``describe()`` names the input in errors, ``data`` is its
-    bytes where the caller holds them (``loads``)."""
-    safe_mode = options.safe_mode
-    head = peek(file, _damage.HEAD_BYTES)  # enough to tell a damaged payload from data that is none
-    foreign = foreign_format(head)
+    """Load one pickle from ``file`` with ``options``, else raise what :mod:`keras_pickle._diagnosis.diagnose`
+    says; ``describe()`` names the input in errors, ``data`` is its bytes where the caller holds them (``loads``)."""
+    reading = _diagnose.Reading.of(file, describe, data)
+    foreign = _diagnose.foreign(reading)
     if foreign is not None:
-        found = describe() if describe() == foreign else f"{describe()}, {foreign}"
-        raise NotAPayloadError(f"Not a keras_pickle payload: {found}.", found=found)
-    try:
-        check_lengths(file, describe)
-    except NotAPayloadError as e:
-        raise _damaged_or(e, head, describe) from e
+        raise foreign
     unpickler = None
-    start = stream_root.position(file)
-    whole = (lambda: bytes(memoryview(data))) if data is not None else _whole_file(file, start)
     with _options.loading(options):
         try:
-            if safe_mode:
+            check_lengths(file, describe)
+            if options.safe_mode:
                 unpickler = _restricted.SafeUnpickler(file, policy=globals_policy(), buffers=buffers)
             else:
                 unpickler = stream_root.RecordingUnpickler(file, buffers=buffers)
             obj = unpickler.load()
-        except UnsafePayloadError as e:
-            if _restricted.looks_like_keras_native(head):
-                refused = str(e).partition(". ")[0].rstrip(".")  # what safe mode refused, not its generic advice
-                why = f"safe mode refused it ({refused})"
-                raise UnsafePayloadError(_native(describe(), why, whole), what=e.what) from e
-            raise _damaged_or(e, head, describe) from e
-        except NotAPayloadError as e:  # the reconstructor's verdict on what a damaged memo or opcode handed it
-            damaged = _damage.stream_damage(head, describe(), e)
-            if damaged is None:
-                raise
-            raise damaged from e
-        except KerasUnpicklingError as e:  # a schema check's verdict on a header a damaged byte took the checksum from
-            damaged = _damage.verdict_damage(head, e)
-            if damaged is None:
-                raise
-            raise damaged from e
-        except KerasPickleError:
-            raise
         except Exception as e:
-            # Inside a payload (its header already read), the error is that payload's, not "not a payload".
-            failure = _load_failure.payload_error(unpickler, options.restored, e)
-            if isinstance(failure, CustomObjectLoadError):
-                raise failure from e  # code carried by value that fails to load here: not damage
-            requested = getattr(unpickler, "requested", None)
-            damaged = _damage.stream_damage(head, describe(), e, requested=requested)
-            if damaged is not None:
-                raise damaged from e
-            if failure is not None:
-                raise failure from e
-            ended = ended_early(file, start, e)
-            if ended is not None:  # the data stops inside the pickle: say so, not the unpickler's EOFError
-                found = f"{describe()} {ended.partition(':')[0]}"
-                raise NotAPayloadError(f"Not a keras_pickle payload: {describe()} {ended}.", found=found) from e
-            if _restricted.looks_like_keras_native(head):  # Keras failed to rebuild its own pickle: say how to convert
-                why = f"Keras could not rebuild it ({_native_pickle.keras_cause(e)})"
-                raise NotAPayloadError(_native(describe(), why, whole), found=describe(), original_error=e) from e
-            raise NotAPayloadError(
-                f"Not a keras_pickle payload: {describe()} could not be unpickled ({type(e).__name__}: {e}).",
-                found=describe(),
-                original_error=e,
-            ) from e
-    unused = None
-    if options.restored:
-        unused = stream_root.unused_at_stop(unpickler, obj, lambda: stream_root.reread(file, start))
-    if unused:  # what STOP returned is not what the stream built: a damaged opcode before it
-        error = NotAPayloadError(
-            f"Not a keras_pickle payload: {describe()} is not a well-formed pickle ({unused}).", found=describe()
-        )
-        raise _damaged_or(error, head, describe)
-    if options.restored == 0:
-        found = f"a pickled {type(obj).__module__}.{type(obj).__qualname__}"
-        why = "it holds no Keras object pickled by keras_pickle"
-        message = f"Not a keras_pickle payload: the data is {found}: {why}."
-        if _restricted.looks_like_keras_native(head):
-            message = _native(f"the data, {found},", why, whole)
-        error = NotAPayloadError(message, found=found)
-        raise _damaged_or(error, head, describe)
+            diagnosed = _diagnose.diagnose(e, reading, unpickler, options.restored)
+            if diagnosed is e:
+                raise
+            raise diagnosed from e
+    unexpected = _diagnose.unexpected(obj, reading, unpickler, options.restored)
+    if unexpected is not None:
+        raise unexpected
     return obj
-
-
-def _native(found: str, why: str, whole: Callable[[], bytes | None]) -> str:
-    """The message for Keras's own pickle format (or scikeras's): what happened on one line, then the conversion,
-    one statement a line, naming what the pickle needs (:func:`keras_pickle._keras3.native_pickle.conversion_code`)."""
-    return (
-        f"Not a keras_pickle payload: {found} is in Keras's own pickle format (or scikeras's): {why}.\n"
-        + _native_pickle.conversion_advice(whole())
-    )
-
-
-WHOLE_LIMIT = 1 << 28
-"""The largest file whose bytes an error about Keras's own pickle reads again, to name what it needs (256 MiB)."""
-
-
-def _whole_file(file: IO[bytes], start: int | None) -> Callable[[], bytes | None]:
-    """Reads ``file`` from ``start`` again, when asked (an error's advice): ``None`` where it cannot or the file
-    is larger than :data:`WHOLE_LIMIT`."""
-
-    def whole() -> bytes | None:
-        if start is None:
-            return None
-        try:
-            file.seek(start)
-            data = file.read(WHOLE_LIMIT + 1)
-        except (AttributeError, OSError, ValueError):
-            return None
-        return data if isinstance(data, bytes) and len(data) <= WHOLE_LIMIT else None
-
-    return whole
-
-
-def _damaged_or(error: KerasPickleError, head: bytes, describe: Callable[[], str]) -> KerasPickleError:
-    """The damage error for ``error`` when the stream's start shows a keras_pickle payload and ``error`` is
-    one damage causes (:func:`keras_pickle._diagnosis.damage.stream_damage`); else ``error`` itself."""
-    return _damage.stream_damage(head, describe(), error) or error
 
 
 def convert(
@@ -388,7 +289,7 @@ def convert(
     format, and :class:`~keras_pickle.KerasUnpicklingError` (naming ``custom_objects``) where Keras
     cannot rebuild it.
     """
-    if not _is_bytes_like(data) or not _restricted.looks_like_keras_native(bytes(memoryview(data)[:4096])):
+    if not _is_bytes_like(data) or not looks_like_keras_native(bytes(memoryview(data)[:4096])):
         raise NotAPayloadError(
             "keras_pickle.convert takes the bytes of Keras's own pickling (pickle.dumps(model) without "
             "keras_pickle, or scikeras's); these are not. A keras_pickle payload needs no conversion: "

@@ -37,7 +37,7 @@ from collections.abc import Iterable
 from typing import IO, Any
 
 from .._diagnosis import damage
-from .._reader.prescan import foreign_format
+from .._diagnosis.formats import foreign_format
 from .._wire.reprs import shorten
 from ..errors import KerasPickleError, NotAPayloadError
 from .describe import describe

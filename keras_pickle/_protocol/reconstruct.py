@@ -28,6 +28,7 @@ from typing import Any
 import keras
 
 from .. import _dialect, _options
+from .._diagnosis import load_failure as _load_failure
 from .._keras3 import records as _records
 from .._rebuild import by_value as _by_value
 from .._rebuild import payload as _rebuild_payload
@@ -39,7 +40,6 @@ from .._wire.refs import InertReference
 from .._wire.reprs import shorten
 from ..errors import KerasPickleError, KerasUnpicklingError
 from . import copy as _copy
-from . import load_failure as _load_failure
 from . import worker_cache as _worker_cache
 
 _after_restore: list[Callable[[], None]] = []

@@ -1,10 +1,11 @@
-"""Checks on a pickle stream before any unpickler reads it: lengths, memo indices, foreign formats.
+"""Checks on a pickle stream before any unpickler reads it: lengths, memo indices.
 
 CPython's unpickler allocates what a length field announces before it reads
 the data, and grows its memo to the largest index stored: a few hostile bytes
 cost gigabytes. :func:`check_lengths` walks the opcodes (skipping, never
-reading, their data) and refuses such claims first. :func:`foreign_format`
-names files that are never pickles (a ``.keras`` zip, HDF5, ``.npy``, gzip).
+reading, their data) and refuses such claims first. :func:`describe_bytes`
+names data in errors, by its format where
+:func:`keras_pickle._diagnosis.formats.foreign_format` knows it.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import struct
 from collections.abc import Callable
 from typing import IO
 
+from .._diagnosis.formats import foreign_format
 from ..errors import NotAPayloadError
 
 # How each opcode's argument is laid out (pickletools' ArgumentDescriptor.n):
@@ -181,32 +183,6 @@ def peek(file: IO[bytes], size: int = 4096) -> bytes:
     except (AttributeError, OSError, ValueError):
         return b""
     return head if isinstance(head, bytes) else b""
-
-
-SIGNATURES = (
-    (b"PK\x03\x04", "a zip archive (a .keras file? load it with keras.saving.load_model)"),
-    (b"\x89HDF", "an HDF5 file (an .h5 model? load it with keras.saving.load_model)"),
-    (b"\x93NUMPY", "a .npy file"),
-    (b"\x1f\x8b", "gzip-compressed data"),
-)
-
-HDF5_WEIGHTS = (
-    "an HDF5 file that holds no model config: Keras weights (a .weights.h5 file? build the model as it was "
-    "built, then model.load_weights(path))"
-)
-"""What an HDF5 file is whose first bytes name no ``model_config``: every HDF5 model Keras writes records one
-in its root attributes, near the start; a weights file (``model.save_weights``) has none."""
-
-
-def foreign_format(head: bytes) -> str | None:
-    """What a file starting with ``head`` (its first 64 KiB, for an HDF5 file's root attributes) is, if it is
-    a known format that is never a pickle."""
-    for signature, description in SIGNATURES:
-        if head.startswith(signature):
-            if signature == b"\x89HDF" and b"model_config" not in head:
-                return HDF5_WEIGHTS
-            return description
-    return None
 
 
 def describe_bytes(view: memoryview) -> str:

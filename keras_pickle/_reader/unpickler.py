@@ -35,13 +35,6 @@ from .._safe_mode.rules import CALLABLE_GLOBALS
 from .._wire.refs import InertReference
 from ..errors import UnsafePayloadError
 
-
-def looks_like_keras_native(head: bytes) -> bool:
-    """Keras's own ``__reduce__`` pickles call ``Model._unpickle_model``;
-    scikeras's replacement calls ``scikeras._saving_utils.unpack_keras_model``."""
-    return b"_unpickle_model" in head or b"unpack_keras_model" in head
-
-
 # What BUILD may complete: what numpy's own pickles complete.
 _BUILDABLE = (np.ndarray, np.dtype)
 

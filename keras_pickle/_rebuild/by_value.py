@@ -119,7 +119,7 @@ class Unloadable:
     It does not raise there: the payload's header (the writer's Keras version) is known only to the
     reconstructor, which finds this stand-in in the body (:func:`first_unloadable`) and raises
     :class:`~keras_pickle.CustomObjectLoadError` naming both sides
-    (:func:`keras_pickle._protocol.load_failure.unloadable_error`). Used anyway, it raises
+    (:func:`keras_pickle._diagnosis.load_failure.unloadable_error`). Used anyway, it raises
     :meth:`error` with no sides named.
     """
 

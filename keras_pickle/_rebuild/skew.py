@@ -30,8 +30,8 @@ cannot be read (a class shipped by value), acceptance is uncertain: only keys
 rejects). A class this Keras cannot resolve is left to Keras. A payload from this Keras or an
 older one is not changed.
 
-**Both sides in errors.** :func:`sides` describes writer and reader (Keras version, backend,
-format version) when they differ; :func:`name_sides` adds that to an error raised while loading.
+**Both sides in errors.** :func:`name_sides` adds writer and reader (Keras version, backend, format
+version, as :func:`keras_pickle._diagnosis.sides.sides` describes them) to an error raised while loading.
 """
 
 from __future__ import annotations
@@ -46,9 +46,8 @@ from typing import Any
 import keras
 from keras.src.dtype_policies import QUANTIZATION_MODES
 
-from .. import _dialect
-from .._version import __version__
-from .._wire import configs, schema
+from .._diagnosis.sides import sides
+from .._wire import configs
 from .._wire.refs import unwrap
 from .._wire.reprs import as_text, bounded_repr, shorten
 from ..errors import KerasPickleError, VersionSkewError
@@ -124,36 +123,9 @@ def written_by_newer(header: dict) -> bool:
     return isinstance(written, str) and version_tuple(written) > version_tuple(keras.__version__)
 
 
-def sides(header: Any) -> str | None:
-    """Writer and reader, when the header's Keras dialect, version, backend or format version differs from this
-    process's.
-
-    ``"written by Keras 3.15.1 (jax, format 4); loading on Keras 3.10.0 (jax, keras_pickle 0.3.0,
-    reads format 4)"``; a tf-keras payload names tf-keras and its version. ``None`` when nothing
-    differs (or the header is no dict).
-    """
-    if not isinstance(header, dict):
-        return None
-    dialect = header.get("dialect", _dialect.KERAS3)
-    dialect = dialect if dialect in schema.DIALECTS else _dialect.KERAS3
-    written = {key: header.get(key) for key in ("keras_version", "backend", "format_version")}
-    here = {
-        "keras_version": _dialect.version(dialect),
-        "backend": _dialect.backend(dialect),
-        "format_version": schema.FORMAT_VERSION,
-    }
-    if written == here:
-        return None
-    keras_version, backend, format_version = (shorten(as_text(value), 40) for value in written.values())
-    keras_name = "Keras" if dialect == _dialect.KERAS3 else "tf-keras"
-    return (
-        f"written by {keras_name} {keras_version} ({backend}, format {format_version}); loading on {keras_name} "
-        f"{here['keras_version']} ({here['backend']}, keras_pickle {__version__}, reads format {schema.FORMAT_VERSION})"
-    )
-
-
 def name_sides(error: KerasPickleError, header: Any) -> KerasPickleError:
-    """``error``, its message ending with :func:`sides` when the sides differ (once); returned for ``raise``.
+    """``error``, its message ending with :func:`~keras_pickle._diagnosis.sides.sides` when the sides differ (once);
+    returned for ``raise``.
 
     The error keeps its class and attributes: ``except StateMismatchError`` still catches it.
     """

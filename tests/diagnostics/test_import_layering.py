@@ -33,8 +33,12 @@ LAYERS = {
     "keras_pickle._reader.": BOTTOM,
     "keras_pickle._safe_mode.": BOTTOM,
     "keras_pickle._quiet": BOTTOM,
-    # diagnosis: what the format's readers and inspect need is bottom.
+    # diagnosis: what the format's readers and inspect need is bottom; naming Keras's side and choosing a
+    # load's error sit with what they read.
     "keras_pickle._diagnosis.": BOTTOM,
+    "keras_pickle._diagnosis.sides": KERAS,
+    "keras_pickle._diagnosis.load_failure": TOP,
+    "keras_pickle._diagnosis.diagnose": TOP,
     # what one Keras dialect needs (Keras 3), and the per-call context both sides read.
     "keras_pickle._keras3.": KERAS,
     "keras_pickle._tfkeras.": KERAS,

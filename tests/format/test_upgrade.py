@@ -168,12 +168,12 @@ READS_THE_VERSION = {
     "_wire/checksum.py": "verifies the checksum over the payload as written (the version is a field it covers)",
     "_diagnosis/written_globals.py": "names the fields of the current format version, as a damaged stream holds them",
     "_inspect/describe.py": "describes the payload as stored: its format version as written",
-    "_rebuild/skew.py": "error messages name the format version the payload was written in",
+    "_diagnosis/sides.py": "error messages name the format version the payload was written in",
 }
 """The modules that may read a header's ``format_version``, and why."""
 
 READS_AN_ABSENT_DIALECT = {
-    "_rebuild/skew.py": "error messages describe the header as written",
+    "_diagnosis/sides.py": "error messages describe the header as written",
     "_inspect/describe.py": "describes the payload as stored",
 }
 """The modules that may read a header without a ``dialect`` (one written before version 4)."""

@@ -26,11 +26,11 @@ from typing import Any
 
 import keras
 
-from .._rebuild import skew as _skew
 from .._rebuild.by_value import Unloadable, missing_module
 from .._wire import schema
 from .._wire.reprs import as_text, shorten
 from ..errors import CustomObjectLoadError, KerasUnpicklingError
+from .sides import sides
 
 
 def payload_error(unpickler: Any, restored: int, error: BaseException) -> KerasUnpicklingError | None:
@@ -85,7 +85,7 @@ def _payload_named(header: dict) -> str:
 
 
 def _both_sides(header: dict) -> str:
-    described = _skew.sides(header)
+    described = sides(header)
     if described is not None:
         return described
     return f"written and loading on Keras {keras.__version__} ({as_text(header.get('backend'))})"
