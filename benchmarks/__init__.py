@@ -11,6 +11,8 @@ figures the docs quote:
 * ``behaviour``: docs/performance.md's "What Keras's built-in pickling loses" table (``--tf-keras``: its
   tf-keras table).
 * ``checksum``: docs/guide.md's checksum table.
+* ``file_guard``: what safe mode's file guard costs per audited event (docs/security.md).
+* ``floors``: docs/performance.md's table of ratios to the floors, every backend and operation.
 * ``joblib_parallel``: docs/performance.md's joblib table.
 * ``model_zoo``: docs/zoo.md and the guide's count of real models.
 * ``startup``: the start-up times in docs/guide.md.

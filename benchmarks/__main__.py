@@ -5,7 +5,17 @@ import sys
 
 import benchmarks
 
-NAMES = ("bench", "behaviour", "checksum", "joblib_parallel", "model_zoo", "startup", "tf_keras_pickling")
+NAMES = (
+    "bench",
+    "behaviour",
+    "checksum",
+    "file_guard",
+    "floors",
+    "joblib_parallel",
+    "model_zoo",
+    "startup",
+    "tf_keras_pickling",
+)
 
 
 def main(argv: list[str]) -> int:
