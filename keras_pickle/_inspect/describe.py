@@ -10,10 +10,10 @@ from typing import Any
 
 from .. import limits
 from .._diagnosis import mismatch
-from .._safe_mode.configs import lambdas
+from .._safe_mode.config_judge import lambdas
 from .._safe_mode.decision import refused_outright
 from .._wire import checksum as wire_checksum
-from .._wire import configs
+from .._wire import config_walk, layout
 from .._wire.arrays import wire_itemsize
 from .._wire.body_sections import check_recorded_calls
 from .._wire.schema import (
@@ -29,7 +29,7 @@ from .._wire.schema import (
 from ..errors import KerasPickleError, ResourceLimitError
 from . import verdict
 from .machine import Stream
-from .names import constructed_names, custom_object_names, registered_name
+from .object_names import constructed_names, custom_object_names, registered_name
 from .payload_info import PayloadInfo
 from .values import Blob, Call, Global, OutOfBand, describe_argument, describe_callable, short, some
 
@@ -68,34 +68,11 @@ def describe(stream: Stream, payload: Call, *, verify: bool, buffers: list | Non
     else:
         warnings.append("the body has no config")
 
-    sections = [
-        ("variables", _entries(body.get("variables", ()), "variables", warnings)),
-        ("optimizer_variables", _entries(body.get("optimizer_variables", ()), "optimizer_variables", warnings)),
-    ]
-    states = body.get("layer_states", [])  # a config-only payload (a loss, metric or optimizer) has none
-    state_entries: list = []
-    if isinstance(states, list):
-        for state in states:
-            if isinstance(state, tuple) and len(state) == 3:
-                state_entries.extend(_entries(state[1], "layer_states", warnings))
-            else:
-                warnings.append("a layer_states entry is not an (index, variables, assets) tuple")
-    else:
-        warnings.append("layer_states is not a list")
-    sections.append(("layer_states", state_entries))
-    sections.append(("metric_variables", _entries(body.get("metric_variables", ()), "metric_variables", warnings)))
-    held_entries: list = []
-    for held in _sequence(body.get("held_optimizers", ())):
-        if isinstance(held, tuple) and len(held) == 5:
-            held_entries.extend(_entries(held[4], "held_optimizers", warnings))
-        else:
-            warnings.append("a held_optimizers entry is not (path, config, built, targets, variables)")
-    sections.append(("held_optimizers", held_entries))
-
-    n_variables = sum(len(entries) for _name, entries in sections)
-    weight_bytes = sum(e.nbytes for _name, entries in sections for e in entries)
-    n_params = sum(e.size for e in sections[0][1] if not e.key.endswith("seed_generator_state"))
-    for entry in (e for _name, entries in sections for e in entries):
+    sections = _sections(body, version, warnings)
+    n_variables = sum(len(entries) for entries in sections.values())
+    weight_bytes = sum(e.nbytes for entries in sections.values() for e in entries)
+    n_params = sum(e.size for e in sections["variables"] if not e.key.endswith("seed_generator_state"))
+    for entry in (e for entries in sections.values() for e in entries):
         if entry.problem:
             warnings.append(entry.problem)
 
@@ -176,10 +153,10 @@ def describe(stream: Stream, payload: Call, *, verify: bool, buffers: list | Non
         model_class=text("class"),
         kind=text("kind"),
         protocol=stream.protocol,
-        n_layers=configs.count_top_layers(config),
+        n_layers=config_walk.count_top_layers(config),
         n_params=n_params,
         n_variables=n_variables,
-        n_optimizer_variables=len(sections[1][1]) + len(held_entries),
+        n_optimizer_variables=len(sections["optimizer_variables"]) + len(sections["held_optimizers"]),
         weight_bytes=weight_bytes,
         out_of_band_buffers=stream.out_of_band,
         header_n_variables=plain(claimed_n),
@@ -192,6 +169,29 @@ def describe(stream: Stream, payload: Call, *, verify: bool, buffers: list | Non
         warnings=tuple(dict.fromkeys(warnings)),
         safe_mode_refuses=refuses,
     )
+
+
+def _sections(body: dict, version: Any, warnings: list[str]) -> dict[str, list[_Entry]]:
+    """Every array entry of ``body`` by section (:mod:`keras_pickle._wire.layout`), read as far as its
+    structure allows; what is wrong with it appended to ``warnings``."""
+    places = layout.place_type(version) if isinstance(version, int) and not isinstance(version, bool) else str
+    found: dict[str, list[_Entry]] = {}
+    for section in layout.sections(places):
+        value = body.get(section.key, [])  # a config-only payload (a loss, metric or optimizer) has none
+        if not section.record:
+            found[section.key] = _entries(value, section.key, warnings)
+            continue
+        found[section.key] = []
+        if not isinstance(value, list):
+            warnings.append(f"{section.key} is a {type(value).__name__}, not a list")
+            continue
+        for record in value:
+            problem = layout.record_problem(section, record, items=False)
+            if problem is not None:
+                warnings.append(problem)
+            if isinstance(record, tuple) and len(record) == len(section.record):
+                found[section.key].extend(_entries(record[section.entries_index], section.key, warnings))
+    return found
 
 
 @dataclasses.dataclass
@@ -264,7 +264,7 @@ def _checksum_status(checksum: Any, header: dict, body: dict, sections, *, verif
         return f"invalid ({type(checksum).__name__} in the header)"
     if not verify:
         return "present (not verified)"
-    entries = [e for _name, section in sections for e in section]
+    entries = [e for section in sections.values() for e in section]
     if any(isinstance(e.data, OutOfBand) for e in entries):
         if buffers is None:
             return "present (not verified: the out-of-band buffers were not given)"
@@ -355,14 +355,11 @@ def _holds_blobs(body: dict) -> bool:
 
 def _checksummed_data(body: dict) -> Iterator[Any]:
     """The data of every well-formed entry and asset of ``body``."""
-    states = [s for s in _sequence(body.get("layer_states")) if isinstance(s, tuple) and len(s) == 3]
-    held = [h for h in _sequence(body.get("held_optimizers")) if isinstance(h, tuple) and len(h) == 5]
-    sections = [body.get("variables"), body.get("optimizer_variables"), body.get("metric_variables")]
-    sections += [state[1] for state in states] + [h[4] for h in held]
-    for entries in sections:
+    for _section, entries in layout.loose_entry_lists(body):
         yield from (e[3] for e in _sequence(entries) if isinstance(e, tuple) and len(e) == 4)
-    for state in states:
-        yield from (a[1] for a in _sequence(state[2]) if isinstance(a, tuple) and len(a) == 2)
+    for state in _sequence(body.get("layer_states")):
+        if isinstance(state, tuple) and len(state) == 3:
+            yield from (a[1] for a in _sequence(state[2]) if isinstance(a, tuple) and len(a) == 2)
 
 
 def _sequence(value: Any) -> list | tuple:
@@ -384,17 +381,10 @@ def _with_buffers(body: dict, buffers: list | None) -> dict | None:
             raise TypeError("a section is not a list of tuples")
         return [(k, d, s, data(v)) for k, d, s, v in items]
 
-    if not all(isinstance(body.get(key, []), list) for key in ("layer_states", "held_optimizers")):
+    if not all(isinstance(body.get(section.key, []), list) for section in layout.SECTIONS if section.record):
         return None
     try:
-        resolved = dict(body)
-        for section in ("variables", "optimizer_variables", "metric_variables"):
-            if section in body:
-                resolved[section] = entries(body[section])
-        if "layer_states" in body:
-            resolved["layer_states"] = [(i, entries(own), assets) for i, own, assets in body["layer_states"]]
-        if "held_optimizers" in body:
-            resolved["held_optimizers"] = [(p, c, b, t, entries(v)) for p, c, b, t, v in body["held_optimizers"]]
+        resolved = layout.map_entries(body, entries)
         if not isinstance(resolved.get("custom_objects", {}), dict):
             return None
         return resolved

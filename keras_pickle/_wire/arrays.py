@@ -34,6 +34,10 @@ EXTENSION_ITEMSIZES = {
 }
 
 
+MAX_DTYPE_NAME = 64
+"""The longest wire dtype name read: numpy's type strings and the extension types' names are short."""
+
+
 @functools.lru_cache(maxsize=64)  # a model has a handful of dtypes and many arrays; dtype.name is slow
 def dtype_to_wire(dtype: np.dtype) -> str:
     dtype = np.dtype(dtype)
@@ -50,7 +54,7 @@ def _is_plain(dtype: np.dtype) -> bool:
 
 def wire_itemsize(name: object) -> int | None:
     """Bytes per item of a wire dtype, or None if ``name`` is not one; imports no extension types."""
-    if not isinstance(name, str) or len(name) > 64:  # numpy type strings are short
+    if not isinstance(name, str) or len(name) > MAX_DTYPE_NAME:
         return None
     if name in EXTENSION_ITEMSIZES:
         return EXTENSION_ITEMSIZES[name]
@@ -63,8 +67,13 @@ def wire_itemsize(name: object) -> int | None:
 
 def dtype_from_wire(name: object) -> np.dtype:
     """The numpy dtype a wire dtype names; KerasUnpicklingError for anything but a plain one (:func:`_is_plain`)."""
-    if not isinstance(name, str):
+    if not isinstance(name, str) or len(name) > MAX_DTYPE_NAME:
         raise KerasUnpicklingError(f"Invalid dtype in payload: {bounded_repr(name)}.")
+    return _dtype_named(name)
+
+
+@functools.lru_cache(maxsize=64)  # a body names a handful of dtypes many times; a failed name is not cached
+def _dtype_named(name: str) -> np.dtype:
     if name in EXTENSION_ITEMSIZES:
         import ml_dtypes  # installed with Keras; only extension float types need it
 
@@ -90,29 +99,11 @@ def encode_array(key: str, array: np.ndarray, protocol: int, *, data: np.ndarray
     return (key, dtype_to_wire(array.dtype), tuple(int(d) for d in array.shape), data)
 
 
-def decode_array(entry: object) -> tuple[str, np.ndarray]:
-    """The inverse of :func:`encode_array`, without copying the data."""
-    if not (isinstance(entry, tuple) and len(entry) == 4):
-        raise KerasUnpicklingError(f"Invalid array entry in payload: {type(entry).__name__}.")
-    key, dtype_name, shape, data = entry
-    dtype = dtype_from_wire(dtype_name)
-    if not (isinstance(shape, tuple) and all(isinstance(d, int) and d >= 0 for d in shape)):
-        raise KerasUnpicklingError(f"Invalid shape for {bounded_repr(key)} in payload: {bounded_repr(shape)}.")
-    try:
-        buffer = memoryview(data).cast("B")
-    except TypeError as e:
-        raise KerasUnpicklingError(
-            f"Invalid data for {bounded_repr(key)} in payload: {type(data).__name__} is not a buffer.",
-            original_error=e,
-        ) from e
-    expected = math.prod(shape) * dtype.itemsize
-    if buffer.nbytes != expected:
-        raise StateMismatchError(
-            f"Variable {bounded_repr(key)} has {buffer.nbytes} bytes of data; its shape {shape} and "
-            f"dtype {dtype.name} need {expected}. The payload is truncated or corrupt.",
-            path=str(key),
-        )
-    if expected == 0:
+def decode_array(entry: object, section: str = "variables") -> tuple[str, np.ndarray]:
+    """The inverse of :func:`encode_array`, without copying the data; the entry is validated as
+    :func:`check_entry` does (``section`` names where it stands in errors)."""
+    key, dtype, shape, buffer = _validated(entry, section)
+    if buffer.nbytes == 0:
         return key, np.zeros(shape, dtype)
     return key, np.frombuffer(buffer, dtype=dtype).reshape(shape)
 
@@ -127,6 +118,12 @@ def check_entry(entry: object, section: str) -> int:
     The shape is checked against the limits before anything else, and the
     data must be a buffer of exactly the size shape and dtype imply.
     """
+    return _validated(entry, section)[3].nbytes
+
+
+def _validated(entry: object, section: str) -> tuple[str, np.dtype, tuple, memoryview]:
+    """An entry's path, dtype, shape and data as bytes, or the error that says what is wrong with it:
+    the one validator of an array entry, for :func:`check_entry` and :func:`decode_array` alike."""
     if not (isinstance(entry, tuple) and len(entry) == 4):
         raise KerasUnpicklingError(
             f"Corrupt keras_pickle payload: an entry of {section} is a {type(entry).__name__}, "
@@ -142,21 +139,19 @@ def check_entry(entry: object, section: str) -> int:
     limits.check_limit("MAX_ARRAY_RANK", len(shape), f"variable {key!r} has {len(shape)} dimensions")
     dtype = dtype_from_wire(dtype_name)
     nbytes = math.prod(shape) * dtype.itemsize
-    what = (
-        f"variable {key!r} of shape {shorten(repr(shape), 200)} and dtype {dtype.name} "
-        f"needs {limits.human_bytes(nbytes)}"
-    )
-    limits.check_limit("MAX_ARRAY_BYTES", nbytes, what)
+    if nbytes > limits.MAX_ARRAY_BYTES:  # the message is built only for an entry that exceeds it
+        what = f"variable {key!r} of shape {shorten(repr(shape), 200)} and dtype {dtype.name}"
+        limits.check_limit("MAX_ARRAY_BYTES", nbytes, f"{what} needs {limits.human_bytes(nbytes)}")
     try:
-        actual = memoryview(data).nbytes
+        buffer = memoryview(data).cast("B")
     except TypeError as e:
         raise KerasUnpicklingError(
             f"Invalid data for {key!r} in payload: {type(data).__name__} is not a buffer.", original_error=e
         ) from e
-    if actual != nbytes:
+    if buffer.nbytes != nbytes:
         raise StateMismatchError(
-            f"Variable {key!r} has {actual} bytes of data; its shape {shape} and dtype {dtype.name} "
+            f"Variable {key!r} has {buffer.nbytes} bytes of data; its shape {shape} and dtype {dtype.name} "
             f"need {nbytes}. The payload is truncated or corrupt.",
             path=key,
         )
-    return nbytes
+    return key, dtype, shape, buffer

@@ -10,6 +10,7 @@ import numpy as np
 import xxhash
 
 from ..errors import KerasUnpicklingError
+from .layout import SECTIONS, Section, loose_entry_lists
 from .refs import qualified_name
 from .reprs import bounded_repr
 
@@ -93,31 +94,33 @@ def checksummable(header: dict, body: dict) -> bool:
     constructed = body.get("constructed", [])
     if not (isinstance(constructed, (list, tuple)) and all(isinstance(c, tuple) and c for c in constructed)):
         return False
-    states = body.get("layer_states", [])
-    if not (isinstance(states, list) and all(isinstance(s, tuple) and len(s) == 3 for s in states)):
-        return False
-    held = body.get("held_optimizers", [])
-    if not (isinstance(held, list) and all(isinstance(h, tuple) and len(h) == 5 for h in held)):
-        return False
-    if not all(_plain(h[0]) and _plain(h[1]) and _plain(h[2]) and _plain(h[3]) for h in held):
-        return False
     optimizers = body.get("compile_objects", {})
     if not (isinstance(optimizers, dict) and all(_plain(k) and _plain(v) for k, v in optimizers.items())):
         return False
-    sections = [body.get("variables", []), body.get("optimizer_variables", []), body.get("metric_variables", [])]
-    sections += [s[1] for s in states] + [h[4] for h in held]
-    for entries in sections:
-        if not isinstance(entries, list):
+    for section in SECTIONS:
+        records = body.get(section.key, [])
+        if not isinstance(records, list):
             return False
-        for entry in entries:
-            if not (isinstance(entry, tuple) and len(entry) == 4 and all(_plain(part) for part in entry)):
-                return False
-    for index, _own, assets in states:
-        if not (_plain(index) and isinstance(assets, list)):
+        if section.record and not all(_plain_record(section, record) for record in records):
             return False
-        if not all(isinstance(a, tuple) and len(a) == 2 and _plain(a[0]) and _plain(a[1]) for a in assets):
-            return False
-    return True
+    return all(
+        isinstance(entries, list)
+        and all(
+            isinstance(entry, tuple) and len(entry) == 4 and all(_plain(part) for part in entry) for entry in entries
+        )
+        for _section, entries in loose_entry_lists(body)
+    )
+
+
+def _plain_record(section: Section, record: Any) -> bool:
+    """A record of the section's length whose fields, but its entries, are plain or lists of plain items."""
+    if not (isinstance(record, tuple) and len(record) == len(section.record)):
+        return False
+    return all(
+        _plain(value) or (isinstance(value, list) and all(_plain(item) for item in value))
+        for field, value in zip(section.record, record)
+        if field.name != section.entries
+    )
 
 
 BUFFERS = (bytes, bytearray, memoryview, pickle.PickleBuffer, np.ndarray)
@@ -153,33 +156,41 @@ def _feeder(digest: Any) -> Callable[..., None]:
 
 
 def _feed_body(feed: Callable[..., None], body: dict, constructed_names: list[str]) -> None:
-    """Everything in the body but the custom objects' values (their keys are fed)."""
+    """Everything in the body but the custom objects' values (their keys are fed), in the checksum's order."""
     feed(body.get("config", ""), body.get("optimizer_built"))
     if "dtype_policy" in body:  # absent from format version 1
         feed("dtype_policy", body["dtype_policy"])
-    for section in ("variables", "optimizer_variables"):
-        feed(section)
-        for key, dtype, shape, data in body.get(section, ()):
-            feed(key, dtype, shape, data)
-    feed("layer_states")
-    for index, own_variables, assets in body.get("layer_states", ()):
-        feed(index)
-        for key, dtype, shape, data in own_variables:
-            feed(key, dtype, shape, data)
-        for path, content in assets:
-            feed(path, content)
+    sections = {section.key: section for section in SECTIONS}
+    for key in ("variables", "optimizer_variables", "layer_states"):
+        _feed_section(feed, sections[key], body.get(key, ()))
     feed("custom_objects", sorted(body.get("custom_objects", {})))
     if "metric_variables" not in body:  # format versions 1 and 2 end here
         return
-    feed("metric_variables")
-    for key, dtype, shape, data in body["metric_variables"]:
-        feed(key, dtype, shape, data)
-    feed("held_optimizers")
-    for path, config, built, targets, entries in body["held_optimizers"]:
-        feed(path, config, built, targets)
-        for key, dtype, shape, data in entries:
-            feed(key, dtype, shape, data)
+    for key in ("metric_variables", "held_optimizers"):
+        _feed_section(feed, sections[key], body[key])
     feed("compile_objects", sorted(body["compile_objects"].items()))
     # Recorded constructor and compile() arguments are objects of the pickle stream (a model among
     # them is a payload of its own, with its own checksum): only the constructed classes are fed.
     feed("constructed", constructed_names)
+
+
+def _feed_section(feed: Callable[..., None], section: Section, value: Any) -> None:
+    """One array section: its key; then each entry, or, for each record, its plain fields at once, its
+    entries, and each item of its list fields (a layer's assets)."""
+    feed(section.key)
+    if not section.record:
+        _feed_entries(feed, value)
+        return
+    for record in value:
+        fields = list(zip(section.record, record))
+        feed(*[v for field, v in fields if field.name != section.entries and field.item_problem is None])
+        _feed_entries(feed, record[section.entries_index])
+        for field, items in fields:
+            if field.item_problem is not None:
+                for item in items:
+                    feed(*item)
+
+
+def _feed_entries(feed: Callable[..., None], entries: Any) -> None:
+    for key, dtype, shape, data in entries:
+        feed(key, dtype, shape, data)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from typing import Any
 
 from .. import limits
@@ -24,11 +24,13 @@ from ..errors import (
     NotAPayloadError,
     ResourceLimitError,
 )
-from .arrays import WireArray, check_entry, wire_nbytes
-from .body_sections import check_custom_objects, check_recorded_calls, checked_arrays
+from . import layout
+from .arrays import check_entry, wire_nbytes
+from .body_sections import check_custom_objects, check_recorded_calls
 from .bounds import check_value, config_depth
 from .checksum import CHECKSUM_ALGORITHM, CHECKSUM_ALGORITHMS, checksum_algorithm, content_checksum
-from .configs import count_listed_layers
+from .config_walk import count_listed_layers
+from .layout import LAYER_BODY_FIELDS, checked_entries, entries
 from .reprs import as_text, bounded_repr, shorten
 
 FORMAT_NAME = "keras_pickle"
@@ -67,6 +69,20 @@ BY_VALUE = ("keras_pickle._format", "by_value")
 by value (``data``, cloudpickle's bytes) for processes whose main script does not define it."""
 RECONSTRUCTORS = (RESTORE, RESTORE_WITH_STATE, RESTORE_CALLBACK, PART_OF, REGISTERED, DEFINED_HERE, BY_VALUE)
 
+
+def published(path: tuple[str, str]) -> Callable[[Callable], Callable]:
+    """Decorate a reconstructor with the path payloads name it by (one of :data:`RECONSTRUCTORS`): pickle
+    writes a function's ``__module__`` and name, and that module re-exports it (``keras_pickle._format``)."""
+
+    def publish(function: Callable) -> Callable:
+        if function.__name__ != path[1]:
+            raise ValueError(f"{function.__name__} cannot be published as {'.'.join(path)}")
+        function.__module__ = path[0]
+        return function
+
+    return publish
+
+
 HEADER_FIELDS_V3 = frozenset(
     ("format", "format_version", "keras_version", "backend", "class", "kind", "n_variables", "weight_bytes", "checksum")
 )
@@ -77,13 +93,7 @@ HEADER_FIELDS = HEADER_FIELDS_V3 | {"dialect"}
 _CONFIG_BODY_FIELDS = frozenset(("config", "custom_objects"))
 _LAYER_BODY_FIELDS_V1 = _CONFIG_BODY_FIELDS | {"variables", "optimizer_variables", "optimizer_built", "layer_states"}
 _LAYER_BODY_FIELDS_V2 = _LAYER_BODY_FIELDS_V1 | {"dtype_policy"}
-_LAYER_BODY_FIELDS = _LAYER_BODY_FIELDS_V2 | {
-    "metric_variables",
-    "held_optimizers",
-    "constructed",
-    "compile_call",
-    "compile_objects",
-}
+_LAYER_BODY_FIELDS = frozenset(LAYER_BODY_FIELDS)
 
 
 def make_header(
@@ -91,7 +101,7 @@ def make_header(
 ) -> dict:
     """The header of ``body``: what it holds, which Keras wrote it (``dialect``, ``keras_version``: that
     dialect's version), and (if asked) its checksum."""
-    arrays = list(body_arrays(body))
+    arrays = list(entries(body))
     header = {
         "format": FORMAT_NAME,
         "format_version": FORMAT_VERSION,
@@ -107,17 +117,6 @@ def make_header(
     if checksum:
         header["checksum"] = content_checksum(header, body, CHECKSUM_ALGORITHM)
     return header
-
-
-def body_arrays(body: dict) -> Iterable[WireArray]:
-    """Every array entry of a (well-formed) body: variables, optimizer variables, layer state."""
-    yield from body.get("variables", ())
-    yield from body.get("optimizer_variables", ())
-    for _place, own_variables, _assets in body.get("layer_states", ()):
-        yield from own_variables
-    yield from body.get("metric_variables", ())
-    for _path, _config, _built, _targets, entries in body.get("held_optimizers", ()):
-        yield from entries
 
 
 # --------------------------------------------------------------------------
@@ -248,9 +247,8 @@ def body_fields(header: dict) -> frozenset:
 
 
 def place_type(header: dict) -> type:
-    """What a ``layer_states`` place is in this header's format version: the layer's index in
-    Keras's ``_flatten_layers()`` order (an int) in versions 1 and 2, its place (a str) since."""
-    return int if header["format_version"] < 3 else str
+    """What a ``layer_states`` place is in this header's format version (:func:`.layout.place_type`)."""
+    return layout.place_type(header["format_version"])
 
 
 def check_body(header: dict, body: object, *, is_custom_object: Callable[[Any], bool]) -> dict:
@@ -290,7 +288,7 @@ def _check_body(header: dict, body: object, is_custom_object: Callable[[Any], bo
     check_exact_fields(f"{header['kind']} body", body, body_fields(header))
     n_variables = 0
     weight_bytes = 0
-    for entry, section in checked_arrays(body, place_type(header)):
+    for entry, section in checked_entries(body, place_type(header)):
         n_variables += 1
         limits.check_limit("MAX_VARIABLES", n_variables, "its body holds more variables")
         weight_bytes += check_entry(entry, section)

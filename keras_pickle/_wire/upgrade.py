@@ -14,7 +14,7 @@ in, ``keras_pickle._rebuild.skew.sides``):
   under the loading process's global dtype policy, as version 1 payloads always were.
 * **2 → 3**: each ``layer_states`` index (the layer's position in Keras's ``_flatten_layers()``
   order of the rebuilt object) becomes the place that names that position,
-  :func:`.body_sections.positional_place` (``3`` → ``"#3/"``); a layer body gains
+  :func:`.layout.positional_place` (``3`` → ``"#3/"``); a layer body gains
   ``metric_variables``, ``held_optimizers`` and ``constructed`` (empty), ``compile_call``
   (``None``: the compile config is used) and ``compile_objects`` (empty): a payload of those
   versions carries no metric variables, held optimizers or recorded calls.
@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from .body_sections import positional_place
+from .layout import positional_place
 from .schema import DIALECT_KERAS3, KIND_LAYER, KIND_LOSS, KIND_METRIC, KIND_OPTIMIZER
 
 

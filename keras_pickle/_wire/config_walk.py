@@ -1,7 +1,7 @@
 """Reading a decoded Keras config (plain JSON data): one walk, several questions.
 
 Loading asks how many layers a config lists (a resource limit); collecting custom objects asks
-which classes and functions it names; safe mode (:mod:`keras_pickle._safe_mode.configs`) asks
+which classes and functions it names; safe mode (:mod:`keras_pickle._safe_mode.config_judge`) asks
 every node that names something, under every spelling; the inspector asks all of these without
 Keras. Each question is a fold over :func:`iter_nodes`.
 """
