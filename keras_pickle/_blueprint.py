@@ -2,8 +2,8 @@
 snapshots (:class:`CapturedState`), and everything it is rebuilt from (:class:`Blueprint`).
 
 Plain data, no Keras: each dialect (:mod:`keras_pickle._keras3`, :mod:`keras_pickle._tfkeras`) fills
-and reads these, and the payload's body is their encoding (:mod:`keras_pickle._capture.payload`,
-:mod:`keras_pickle._rebuild.payload`). What each piece holds is described in
+and reads these, and the payload's body is their encoding (:mod:`keras_pickle._capture.encode`,
+:mod:`keras_pickle._rebuild.decode`). What each piece holds is described in
 :mod:`keras_pickle._keras3.state` (Keras 3) and :mod:`keras_pickle._tfkeras.state` (tf-keras).
 """
 
@@ -18,7 +18,7 @@ import numpy as np
 @dataclasses.dataclass
 class LayerState:
     # The layer's place (a str), or a positional one naming its index in _flatten_layers()
-    # (keras_pickle._wire.body_sections.positional_place).
+    # (keras_pickle._wire.layout.positional_place).
     place: str
     own_variables: list[tuple[str, np.ndarray]]
     assets: list[tuple[str, bytes]]
@@ -57,7 +57,7 @@ def describe(obj: Any) -> str:
 @dataclasses.dataclass(frozen=True)
 class Blueprint:
     """Everything a layer or model is rebuilt from: what a payload's body decodes to, and what
-    ``copy.deepcopy`` takes from the live object (``_capture.payload.snapshot``)."""
+    ``copy.deepcopy`` takes from the live object (``_capture.encode.snapshot``)."""
 
     config_json: str
     custom_objects: dict[str, Any]

@@ -1,17 +1,21 @@
-"""Which Keras an object or a payload belongs to: Keras 3 (``keras``) or tf-keras (Keras 2, ``tf_keras``).
+"""Which Keras an object or a payload belongs to: Keras 3 (``keras``) or tf-keras (Keras 2, ``tf_keras``),
+and :class:`Dialect`, what keras_pickle asks of either.
 
-The dump side and the load side are shared; where they need a dialect's own answer (how a model is
-walked, serialized, rebuilt, what safe mode refuses in it) they ask :func:`of` or the payload's
-header (its ``dialect``, which every header has once :mod:`keras_pickle._wire.upgrade` brought it to the
-current format version) and go to :mod:`keras_pickle._keras3` or
-:mod:`keras_pickle._tfkeras`. Nothing here imports a Keras: tf-keras is imported only when a payload
-or an object of it is met (it imports TensorFlow).
+An object's dialect is read off its classes (:func:`of`), a payload's off its header's ``dialect``
+(which every header has once :mod:`keras_pickle._wire.upgrade` brought it to the current format
+version). The shared layers never ask which Keras they hold: they are handed a :class:`Dialect`
+(:mod:`keras_pickle._protocol.dialects` builds one for each) and call its functions. Nothing here
+imports a Keras: tf-keras is imported only when a payload or an object of it is met (it imports
+TensorFlow).
 """
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import importlib
 import sys
+from collections.abc import Callable
 from typing import Any
 
 from ._wire.schema import DIALECT_KERAS3, DIALECT_NAMES, DIALECT_TF_KERAS
@@ -19,6 +23,41 @@ from .errors import DialectError
 
 KERAS3, TF_KERAS = DIALECT_KERAS3, DIALECT_TF_KERAS
 _PACKAGES = {KERAS3: "keras", TF_KERAS: "tf_keras"}
+
+
+@dataclasses.dataclass(frozen=True)
+class Dialect:
+    """The same functions for each Keras: how an object's config is written, what travels for it (its
+    blueprint), how it is rebuilt, where its custom objects are found, how safe mode resolves its
+    configs' names. Each function that needs the dialect's other functions receives the dialect."""
+
+    name: str
+    """The header's ``dialect``: :data:`KERAS3` or :data:`TF_KERAS`."""
+    config_of: Callable[[Any], dict]
+    """An object's config as it travels (``(obj) -> dict``)."""
+    snapshot: Callable[..., Any]
+    """``(obj, dialect, *, copied_now, on_device) -> Blueprint``: everything that travels for a layer or model."""
+    rebuild: Callable[..., Any]
+    """``(blueprint, *, safe_mode) -> object``: a layer or model with every saved value."""
+    from_config: Callable[..., Any]
+    """``(config_json, custom_objects, *, safe_mode) -> object``: an object from its config alone."""
+    live_layers: Callable[[Any], tuple[list, Any]]
+    """``(obj or census) -> (layers, root)``: where the custom objects a config names are found."""
+    registered_object: Callable[[str], Any]
+    """``(key) -> object or None``: what the dialect's registry holds under ``key``."""
+    resolver: Callable[[dict, dict], Any]
+    """``(payload's custom objects, caller's) -> candidates``: safe mode's view of the deserializer."""
+    safe_mode_scope: Callable[[], contextlib.AbstractContextManager]
+    """The dialect's own safe mode, on for this thread within."""
+    registries: Callable[[], list[dict]]
+    """Where the deserializer looks names up beyond the payload's and the caller's custom objects."""
+    adapt_body: Callable[[dict, dict], dict]
+    """``(header, body) -> body``: a payload from a newer version of the dialect, adapted to this one."""
+    vocabulary: str
+    """Safe mode's vocabulary of the dialect's packages (``keras_pickle/_safe_mode/vocabulary/<name>.json``)."""
+    records_calls: bool
+    """Whether ``install()`` records constructor and ``compile()`` calls of its objects, so that its
+    metrics and optimizers travel with their state (Keras 3; tf-keras's travel with their model)."""
 
 
 def of_class(cls: type) -> str:

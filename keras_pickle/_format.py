@@ -11,7 +11,7 @@ same way). Never rename or remove it.
 from ._protocol import install as _install  # noqa: F401  (registers install-on-first-load with the reconstructor)
 from ._protocol.reconstruct import part_of as part_of
 from ._protocol.reconstruct import restore as restore
-from ._rebuild.by_value import by_value as by_value
+from ._rebuild.load_by_value import by_value as by_value
 from ._rebuild.registered import defined_here as defined_here
 from ._rebuild.registered import registered as registered
 from ._wire.schema import FORMAT_VERSION as FORMAT_VERSION

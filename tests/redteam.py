@@ -20,7 +20,8 @@ import numpy as np
 from keras.src.saving import serialization_lib
 
 from keras_pickle import _format
-from keras_pickle._capture import payload as _capture_payload
+from keras_pickle._capture import encode as _capture_encode
+from keras_pickle._protocol import dialects
 from keras_pickle._wire.checksum import CHECKSUM_ALGORITHM, content_checksum
 
 
@@ -72,7 +73,7 @@ class _Restore:
 
 def payload_parts(model: Any, protocol: int = 2) -> tuple[dict, dict]:
     """A real model's header and body, as ``dumps`` writes them (copies the caller may edit)."""
-    header, body = _capture_payload.layer_payload(model, protocol)
+    header, body = _capture_encode.layer_payload(model, protocol, dialects.of(model))
     return dict(header), dict(body)
 
 

@@ -2,7 +2,7 @@
 
 * A subclassed layer or model whose config cannot recover its constructor
   arguments, and whose arguments keras_pickle did not record
-  (:mod:`keras_pickle._keras3.records`; objects constructed before ``install()``).
+  (:mod:`keras_pickle._keras3.recorded.records`; objects constructed before ``install()``).
 * A model compiled with a loss, metric or learning-rate schedule that its config would not rebuild.
 * A Lambda layer whose lambda reads a module global.
 
@@ -21,9 +21,9 @@ from typing import Any
 import keras
 from keras.src.models.functional import Functional
 
-from .._keras3 import compile_objects as _compile_objects
-from .._keras3 import construct as _construct
-from .._keras3 import records as _records
+from .._keras3.recorded import compile_objects as _compile_objects
+from .._keras3.recorded import construct as _construct
+from .._keras3.recorded import records as _records
 from .._keras3.census import census_of
 from ..errors import KerasPicklingError, UnrecoverableConfigError
 
@@ -50,7 +50,7 @@ def check_constructor_recoverable(obj: Any) -> None:
 
 def check_compile_objects(model: Any) -> None:
     """Refuse a model compiled with a loss, metric or learning-rate schedule that its config would not
-    rebuild and whose constructor arguments were not recorded (:mod:`keras_pickle._keras3.compile_objects`)."""
+    rebuild and whose constructor arguments were not recorded (:mod:`keras_pickle._keras3.recorded.compile_objects`)."""
     if not isinstance(model, keras.Model):
         return
     for part in _compile_objects.of_model(model):

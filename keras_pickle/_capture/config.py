@@ -10,25 +10,20 @@ import keras
 from keras.src.backend.common import global_state
 from keras.src.saving import serialization_lib
 
-from .. import _dialect
 from .._keras3 import graph as _graph
-from .._keras3 import names as _names
-from .._keras3 import weight_decay as _weight_decay
-from .._tfkeras import build as _tfkeras_build
+from .._keras3 import survey as _survey
+from .._keras3.recorded import weight_decay as _weight_decay
 from ..errors import KerasPicklingError
 
 
 def config_of(obj: Any) -> dict:
-    """The object's full Keras config, with build and compile configs.
+    """A Keras 3 object's full config, with build and compile configs (``Dialect.config_of``).
 
-    Object-sharing ids are canonical (:func:`_names.canonical_config`): the
+    Object-sharing ids are canonical (:func:`_survey.canonical_config`): the
     config of equal objects is equal in any process. A Functional or
     Sequential config records its nodes' output specs (:func:`_graph.annotate`), a compiled model's what
-    ``exclude_from_weight_decay()`` set on its optimizer (:mod:`keras_pickle._keras3.weight_decay`). A tf-keras
-    object's config is tf-keras's own (:func:`keras_pickle._tfkeras.build.config_of`).
+    ``exclude_from_weight_decay()`` set on its optimizer (:mod:`keras_pickle._keras3.recorded.weight_decay`).
     """
-    if _dialect.of(obj) == _dialect.TF_KERAS:
-        return _tfkeras_build.config_of(obj)
     config = _graph.annotate(_serialize_with_sharing(obj), obj)
     if isinstance(obj, keras.Model):
         _weight_decay.annotate_compile_config(config, obj)
@@ -50,14 +45,14 @@ def _serialize_with_sharing(obj: Any) -> dict:
     """
     with serialization_lib.ObjectSharingScope():
         config = serialization_lib.serialize_keras_object(obj)
-    canonical, shared = _names.canonicalize(config)
+    canonical, shared = _survey.canonicalize(config)
     if not shared:
         return canonical
     with serialization_lib.ObjectSharingScope():
         recorded = global_state.get_global_attribute("shared_objects/id_to_config_map")
         recorded.update({object_id: {} for object_id in shared})
         marked = serialization_lib.serialize_keras_object(obj)
-    return _names.canonical_config(marked) if _names.only_marks_added(config, marked, shared) else canonical
+    return _survey.canonical_config(marked) if _survey.only_marks_added(config, marked, shared) else canonical
 
 
 def config_to_json(config: dict, obj: Any) -> str:

@@ -5,7 +5,7 @@ unregistered layer, a subclassed model, an activation, a loss, an
 initializer...) must be handed to Keras as ``custom_objects`` on load. We put
 those objects themselves into the payload: plain pickle stores them as import
 references, except ``__main__``-defined ones, which keras_pickle carries by value
-(:mod:`keras_pickle._capture.by_value`), as cloudpickle does itself.
+(:mod:`keras_pickle._capture.main_script`), as cloudpickle does itself.
 """
 
 from __future__ import annotations
@@ -17,16 +17,13 @@ from typing import Any
 import keras
 from keras.src.api_export import get_symbol_from_name
 
-from .. import _dialect
-from .._keras3.census import census_of
+from .._dialect import Dialect
 from .._pickling_context import cloudpickle_is_pickling
 from .._rebuild.registered import defined_here, registered, token_for
-from .._tfkeras import classes as _tfkeras_classes
-from .._tfkeras import walk as _tfkeras_walk
-from .._wire import configs
+from .._wire import config_walk
 from .._wire.refs import InertReference
 from ..errors import CustomObjectError
-from .by_value import ByValue, of_main_script
+from .main_script import ByValue, of_main_script
 
 _MAIN_MODULES = ("__main__", "__mp_main__")
 
@@ -84,28 +81,29 @@ def lookup_keys(ref: dict) -> set[str]:
     return keys
 
 
-def collect(config: dict, live: Any) -> dict[str, Any]:
+def collect(config: dict, live: Any, dialect: Dialect) -> dict[str, Any]:
     """Map every custom-object lookup key in ``config`` to its object.
 
     ``live``: the object the config was produced from, or its
     :class:`~keras_pickle._keras3.census.Census`; classes and functions found on its
-    layers resolve names that no module exposes (classes defined inside
-    functions, for example). Read only when a name is found nowhere else.
+    layers (``dialect.live_layers``) resolve names that no module exposes (classes defined inside
+    functions, for example). Read only when a name is found nowhere else; ``dialect``'s registry is
+    read first.
 
     Raises :class:`CustomObjectError` naming an object that cannot be found.
     """
     index: dict[str, list[Any]] | None = None
     found: dict[str, Any] = {}
-    for ref in configs.object_refs(config):
+    for ref in config_walk.object_refs(config):
         if is_keras_builtin(ref):
             continue
         keys = lookup_keys(ref)
         if keys <= found.keys():
             continue
-        obj = _from_registry(ref, live) or _from_module(ref)
+        obj = _from_registry(ref, dialect) or _from_module(ref)
         if obj is None:
             if index is None:
-                index = _live_index(*_live_parts(live))
+                index = _live_index(*dialect.live_layers(live))
             obj = _from_live(ref, index)
         if obj is None:
             name, module = ref_name(ref), ref.get("module")
@@ -129,26 +127,14 @@ def _is_keras_own(obj: Any) -> bool:
     return str(getattr(obj, "__module__", "") or "").split(".", 1)[0] in ("keras", "tf_keras")
 
 
-def _from_registry(ref: dict, live: Any) -> Any:
+def _from_registry(ref: dict, dialect: Dialect) -> Any:
     """The object registered under one of ``ref``'s lookup keys (a registered function's is its config)."""
-    if _dialect.of(live) == _dialect.TF_KERAS:
-        lookup = _tfkeras_classes.tf_keras().saving.get_registered_object
-    else:
-        lookup = keras.saving.get_registered_object
     for key in sorted(lookup_keys(ref)):
         if ">" in key or key == ref.get("registered_name"):
-            found = lookup(key)
+            found = dialect.registered_object(key)
             if found is not None:
                 return found
     return None
-
-
-def _live_parts(live: Any) -> tuple[list, Any]:
-    """The layers of ``live`` (an object or its census) and its root, in either dialect."""
-    if _dialect.of(live) == _dialect.TF_KERAS:
-        return _tfkeras_walk.layers(live), live
-    census = census_of(live)
-    return census.layers, census.root
 
 
 def _from_module(ref: dict) -> Any:
@@ -250,7 +236,7 @@ def portable(obj: Any) -> Any:
     """``obj`` (a class or function a payload carries) as it can travel in the pickle being written.
 
     Defined in the main script: by value
-    (:class:`~keras_pickle._capture.by_value.ByValue`), since the loading
+    (:class:`~keras_pickle._capture.main_script.ByValue`), since the loading
     process may not run that script; under cloudpickle too, so that the
     reconstructor, not the unpickler, meets a failure to load it (and names
     both sides' Keras versions). Importable: as it is (pickle stores a

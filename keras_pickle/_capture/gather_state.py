@@ -7,7 +7,7 @@ from typing import Any
 
 from .._keras3 import backend as _backend
 from .._keras3 import layer_state as _layer_state
-from .._keras3 import names as _names
+from .._keras3 import survey as _survey
 from .._keras3.census import census_of
 from .._keras3.state import CapturedState, HeldOptimizer, metric_variables, optimizer_of
 from ..errors import StateMismatchError
@@ -26,7 +26,7 @@ def capture(
     ``obj``: a layer or model, or its :class:`~keras_pickle._keras3.census.Census` (read, never walked again).
 
     ``skip``: ``id()`` of variables that travel elsewhere (those of layers given
-    to a recorded constructor, :mod:`keras_pickle._keras3.construct`). ``held``:
+    to a recorded constructor, :mod:`keras_pickle._keras3.recorded.construct`). ``held``:
     ``(optimizer, path, config_json)`` of the optimizers the model holds besides
     ``model.optimizer``. ``snapshot=False``: the values are copied before the caller returns, so they
     may share memory with the live variables (:func:`~keras_pickle._keras3.backend.to_numpy`).
@@ -46,7 +46,7 @@ def capture(
     optimizer = optimizer_of(obj)
     optimizer_variables = []
     if optimizer is not None:
-        optimizer_keys = _names.optimizer_variable_keys(optimizer, references)
+        optimizer_keys = _survey.optimizer_variable_keys(optimizer, references)
         optimizer_variables = [(key, read(v)) for key, v in zip(optimizer_keys, optimizer.variables)]
     return CapturedState(
         variables=[(key, read(v)) for v, key in references if id(v) not in skip],
@@ -71,7 +71,7 @@ def _capture_held(
                 path=path,
             )
         targets.append(position_of[id(v)])
-    keys = _names.optimizer_variable_keys(optimizer, references)
+    keys = _survey.optimizer_variable_keys(optimizer, references)
     return HeldOptimizer(
         path=path,
         config_json=config_json,

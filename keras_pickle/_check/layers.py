@@ -10,12 +10,13 @@ from typing import Any
 import keras
 from keras.src.models.functional import Functional
 
-from .. import _dialect
 from .._capture import checks as _dump_checks
 from .._capture import config as _capture_config
 from .._capture import custom_objects as _custom_objects
-from .._capture import payload as _capture_payload
-from .._keras3 import records as _records
+from .._capture import encode as _capture_encode
+from .._dialect import Dialect
+from .._keras3.recorded import records as _records
+from .._protocol import dialects as _dialects
 from .._rebuild.registered import LOCAL_CLASS_REMEDIES
 from ..errors import CustomObjectError, KerasPickleError, KerasPicklingError
 
@@ -28,12 +29,13 @@ def lists_layers(layer: Any) -> bool:
 def layer_failure(layer: Any) -> tuple[BaseException | None, dict]:
     """What pickling ``layer`` would raise (short of reading its weights), and its custom objects.
 
-    The same steps as pickling (:func:`_capture_payload.checked_config`), without reading variables.
+    The same steps as pickling (:func:`_capture_encode.checked_config`), without reading variables.
     """
-    if _dialect.of(layer) == _dialect.TF_KERAS:
-        return _tf_keras_layer_failure(layer)
+    dialect = _dialects.of(layer)
+    if not dialect.records_calls:  # tf-keras: its config and custom objects are all a dump checks
+        return _tf_keras_layer_failure(layer, dialect)
     try:
-        checked = _capture_payload.checked_config(layer)
+        checked = _capture_encode.checked_config(layer, dialect)
         travelling = [*_custom_objects.portable_mapping(checked.custom_objects).values()]
         travelling += [_custom_objects.portable(entry.cls) for entry in checked.constructed]
         local = [ref for ref in travelling if isinstance(ref, _custom_objects.DefinedHere)]
@@ -46,12 +48,12 @@ def layer_failure(layer: Any) -> tuple[BaseException | None, dict]:
         return KerasPicklingError(f"Cannot pickle {type(layer).__name__}: {type(e).__name__}: {e}"), {}
 
 
-def _tf_keras_layer_failure(layer: Any) -> tuple[BaseException | None, dict]:
+def _tf_keras_layer_failure(layer: Any, dialect: Dialect) -> tuple[BaseException | None, dict]:
     """:func:`layer_failure` of a tf-keras layer: its config and the custom objects it names."""
     try:
-        config = _capture_config.config_of(layer)
+        config = dialect.config_of(layer)
         _capture_config.config_to_json(config, layer)
-        custom_objects = _custom_objects.collect(config, layer)
+        custom_objects = _custom_objects.collect(config, layer, dialect)
     except KerasPickleError as e:
         return e, {}
     except Exception as e:
@@ -86,7 +88,7 @@ def own_constructor_failure(layer: Any) -> KerasPickleError | None:
 def recorded_arguments(layer: Any, path: str) -> list[tuple[str, Any]]:
     """``(path, value)`` of every constructor argument keras_pickle recorded for ``layer`` or a layer in it.
 
-    Those travel in the pickle beside the config (``keras_pickle._keras3.construct``),
+    Those travel in the pickle beside the config (``keras_pickle._keras3.recorded.construct``),
     so each must pickle; a path names the argument (``vae.decoder``).
     """
     found = []

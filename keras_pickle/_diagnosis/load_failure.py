@@ -26,7 +26,7 @@ from typing import Any
 
 import keras
 
-from .._rebuild.by_value import Unloadable, missing_module
+from .._rebuild.load_by_value import Unloadable, missing_module
 from .._wire import schema
 from .._wire.reprs import as_text, shorten
 from ..errors import CustomObjectLoadError, KerasUnpicklingError

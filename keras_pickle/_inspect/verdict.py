@@ -3,7 +3,7 @@ asking what this process has imported: the same in a fresh Keras-free process as
 
 Everything the payload names in a Keras package is judged by safe mode's vocabulary
 (:mod:`keras_pickle._safe_mode.tables`), by name, in the role the config gives it, with the rules that
-need no lookup (:func:`~keras_pickle._safe_mode.configs.config_refusals`: refused layers spelt any way,
+need no lookup (:func:`~keras_pickle._safe_mode.config_judge.config_refusals`: refused layers spelt any way,
 inline code, files and modules a config names, values too large for the payload, calls Keras would run
 at load). A name outside Keras's packages can only be judged where the payload loads (is it registered
 there, a subclass of a Keras base class, named by the caller?): the report says so, and says what safe
@@ -17,12 +17,12 @@ import dataclasses
 from collections.abc import Iterator
 from typing import Any
 
-from .._safe_mode import names, tables
-from .._safe_mode.configs import config_refusals
+from .._safe_mode import resolution, tables
+from .._safe_mode.config_judge import config_refusals
 from .._safe_mode.decision import KERAS_FREE_POLICY, is_stdlib, package_of
 from .._safe_mode.roles import SPECIAL_VALUES
 from .._safe_mode.rules import CALLABLE_GLOBALS, KERAS_PACKAGES
-from .._wire import configs
+from .._wire import config_walk
 from .._wire.refs import InertReference, qualified_name
 from .._wire.schema import BY_VALUE, DIALECT_NAMES, DIALECT_TF_KERAS
 from .values import Call, Global, short
@@ -107,7 +107,7 @@ def _string_candidates(text: str, custom: dict[str, Any], dialect: str, unjudged
     vocabulary does not know is judged where the payload loads."""
     if text in custom:
         found = custom[text]
-        yield (found if found is not None else names.Unjudged(f"custom object {short(text)}")), False
+        yield (found if found is not None else resolution.Unjudged(f"custom object {short(text)}")), False
     elif text in tables.vocabulary(dialect).registered:
         yield tables.Named(tables.vocabulary(dialect).registered[text]), False
     elif ">" in text and len(text) < 200:
@@ -118,7 +118,7 @@ def _candidates(node: dict, custom: dict[str, Any], dialect: str) -> Iterator[An
     """What the payload's dialect could resolve ``node`` to, by name alone: the payload's custom objects, the
     vocabulary's entries (:func:`~keras_pickle._safe_mode.tables.static_candidates`), and what a tf-keras op
     layer calls (judged where TensorFlow is imported here)."""
-    spelt = configs.spellings(node)
+    spelt = config_walk.spellings(node)
     if node.get("class_name") in SPECIAL_VALUES - {"__typespec__"}:  # Keras looks a typespec's class up by name
         return
     found = [custom[name] for name in spelt if name in custom]
@@ -126,7 +126,7 @@ def _candidates(node: dict, custom: dict[str, Any], dialect: str) -> Iterator[An
     if not found:
         yield from ((obj, False) for obj in tables.static_candidates(node, dialect, spelt))
     if dialect == DIALECT_TF_KERAS:
-        yield from names.op_layer_calls(names.op_layer_spelt(node), node)
+        yield from resolution.op_layer_calls(resolution.op_layer_spelt(node), node)
 
 
 def carried_name(value: Any) -> str | None:

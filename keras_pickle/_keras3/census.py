@@ -3,7 +3,7 @@
 Everything that reads a model's structure while pickling it (variable keys, the places of layers
 that keep state outside their variables or hold metrics, the layers a config rebuilds for the
 dump-time checks, the classes and functions custom objects may be found among) reads it from one
-:class:`Census`: one walk of the layers (:func:`keras_pickle._keras3.names.survey`) and one read of
+:class:`Census`: one walk of the layers (:func:`keras_pickle._keras3.survey.survey`) and one read of
 ``model.variables``. A census describes the model as it was when taken; take a new one after
 changing the model's structure.
 """
@@ -13,7 +13,7 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-from . import names as _names
+from . import survey as _survey
 
 
 class Census:
@@ -21,15 +21,15 @@ class Census:
 
     ``layers``: ``root`` and every layer in it, each once, depth first. ``places``:
     ``id(layer) -> place``. ``variables``: ``root.variables``; ``variable_keys``: their
-    process-independent keys (:func:`keras_pickle._keras3.names.variable_keys`), in the same order.
+    process-independent keys (:func:`keras_pickle._keras3.survey.variable_keys`), in the same order.
     """
 
     def __init__(self, root: Any):
         self.root = root
         if hasattr(root, "_layers"):
-            survey = _names.survey(root)
+            survey = _survey.survey(root)
         else:  # not a layer: a loss, a metric or an optimizer pickled on its own
-            survey = _names.Survey(layers=[root], places={id(root): ""}, listed=frozenset({id(root)}), owned_keys={})
+            survey = _survey.Survey(layers=[root], places={id(root): ""}, listed=frozenset({id(root)}), owned_keys={})
         self._survey = survey
         self.layers: list = survey.layers
         self.places: dict[int, str] = survey.places
@@ -37,7 +37,7 @@ class Census:
 
     @functools.cached_property
     def variable_keys(self) -> list[str]:
-        return _names.keys_of(self.variables, self._survey.owned_keys)
+        return _survey.keys_of(self.variables, self._survey.owned_keys)
 
     @property
     def references(self) -> list[tuple[Any, str]]:

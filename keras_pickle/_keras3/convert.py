@@ -48,7 +48,7 @@ from typing import Any
 import keras
 import numpy as np
 
-from .._wire import configs
+from .._wire import config_walk
 from ..errors import BackendConversionError
 
 # Keras names a SeedGenerator's state variable so; the variable is found by that name.
@@ -181,7 +181,7 @@ def portable_config(config: Any) -> Any:
     name is kept. Returns a new structure; ``config`` is not changed.
     """
     config = copy.deepcopy(config)
-    for node in configs.object_refs(config):
+    for node in config_walk.object_refs(config):
         module, name = node.get("module"), node.get("class_name")
         # Keras records a built-in class with its class name as registered name.
         if node.get("registered_name") in (None, name) and public_optimizer(module, name) is not None:

@@ -18,7 +18,7 @@ The caller verifies the result (every variable's shape and dtype against the
 payload) and rebuilds the ordinary way on any disagreement or error.
 
 A Functional subclass called as ``CustomModel(inputs, outputs)`` is rebuilt by
-its constructor (:mod:`keras_pickle._keras3.construct`), and the symbolic tensors
+its constructor (:mod:`keras_pickle._keras3.recorded.construct`), and the symbolic tensors
 among its arguments belong to the original's graph. :func:`arguments_config`
 records where they sit and which tensors of the graph they are;
 :func:`rebuild_nodes` rebuilds that graph for the constructor.

@@ -6,11 +6,11 @@
 * A stateful RNN's carried ``states`` (Keras variables that
   ``model.variables`` leaves out).
 
-Each piece is keyed by the layer's place (:attr:`keras_pickle._keras3.names.Survey.places`:
+Each piece is keyed by the layer's place (:attr:`keras_pickle._keras3.survey.Survey.places`:
 ``preprocessor/tokenizer``), so that a layer the original created late (a
 KerasHub preprocessor builds its packer on first use) shifts nothing; a
 piece with no layer at its place in the rebuilt object is an error that
-names both. A positional place (``#3/``, :func:`keras_pickle._wire.body_sections.positional_place`)
+names both. A positional place (``#3/``, :func:`keras_pickle._wire.layout.positional_place`)
 names a layer by its index in the rebuilt object's ``_flatten_layers()`` order instead: it is what
 the index of a format version 1 or 2 payload becomes when :mod:`keras_pickle._wire.upgrade`
 brings it to the current shape.
@@ -27,7 +27,7 @@ import numpy as np
 
 from .._blueprint import LayerState as LayerState
 from .._safe_mode.opens import ASSET_DIRECTORY_PREFIX
-from .._wire.body_sections import place_position
+from .._wire.layout import place_position
 from ..errors import StateMismatchError
 from . import backend as _backend
 from .census import census_of

@@ -16,7 +16,7 @@ from typing import Any
 
 import keras
 
-from .._wire import configs
+from .._wire import config_walk
 from .._wire.reprs import first_sentence
 
 _ZIP_MAGIC = b"PK\x03\x04"
@@ -33,7 +33,7 @@ def custom_names(data: bytes) -> list[tuple[str | None, str, str]]:
             if isinstance(argument, (bytes, bytearray)) and bytes(argument[:4]) == _ZIP_MAGIC:
                 with zipfile.ZipFile(io.BytesIO(argument)) as archive:
                     config = json.loads(archive.read("config.json"))
-                found = dict.fromkeys(entry for node in configs.iter_nodes(config) if (entry := _custom(node)))
+                found = dict.fromkeys(entry for node in config_walk.iter_nodes(config) if (entry := _custom(node)))
                 return list(found)[:_MAX_NAMES]
     except Exception:  # a stream or archive that does not read: nothing to name
         return []

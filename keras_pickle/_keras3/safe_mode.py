@@ -18,9 +18,9 @@ from keras.src.backend.common import global_state
 from keras.src.saving import object_registration, serialization_lib
 
 from .._options import load_options
-from .._safe_mode import names
+from .._safe_mode import resolution
 from .._safe_mode.decision import Candidates, package_of
-from .._wire import configs
+from .._wire import config_walk
 from .._wire.refs import is_carried, unwrap
 from .._wire.schema import DIALECT_KERAS3
 from . import convert as _convert
@@ -49,12 +49,12 @@ def resolver(table: dict[str, Any], caller_objects: dict[str, Any]) -> Candidate
     registry, and the registered-name suffix match Keras applies to ``builtins`` functions), Keras's
     legacy layer namespace (module-less layer configs in ``Sequential`` and Functional models),
     Keras's public API and built-in function modules, and the attribute of an imported module
-    (:func:`~keras_pickle._safe_mode.names.module_candidates`). A name in a module Keras would import
+    (:func:`~keras_pickle._safe_mode.resolution.module_candidates`). A name in a module Keras would import
     is refused: safe mode never imports."""
     legacy_namespace = {**vars(keras.src.layers), **_LEGACY_MODELS}
 
     def candidates(node: dict) -> Iterator[tuple[Any, bool]]:
-        spelt = configs.spellings(node)
+        spelt = config_walk.spellings(node)
         scope = global_state.get_global_attribute("custom_objects_scope_dict", {}) or {}
         for name in spelt:
             for source in (table, caller_objects, scope, object_registration.GLOBAL_CUSTOM_OBJECTS):
@@ -84,6 +84,6 @@ def resolver(table: dict[str, Any], caller_objects: dict[str, Any]) -> Candidate
             if found:
                 yield from ((obj, False) for obj in found)
                 return
-        yield from names.module_candidates(node, DIALECT_KERAS3)
+        yield from resolution.module_candidates(node, DIALECT_KERAS3)
 
     return candidates

@@ -6,7 +6,7 @@
 * ``metric_variables``: the variables of the metrics a layer holds as
   attributes (keras.io's ``self.total_loss_tracker = keras.metrics.Mean()``), then
   the running totals of a fitted model's compile metrics
-  (:mod:`keras_pickle._keras3.compile_metrics`).
+  (:mod:`keras_pickle._keras3.recorded.compile_metrics`).
 * ``optimizer_variables``: ``obj.optimizer.variables`` (iterations, learning
   rate, slots) of a compiled model; ``held_optimizers``: any other optimizer
   the model holds as an attribute (keras.io's GAN: ``d_optimizer``,
@@ -15,7 +15,7 @@
   (:mod:`keras_pickle._keras3.layer_state`): vocabularies, assets, carried RNN states.
 
 Each value is stored with a key that names its place in the model and does
-not depend on the process (``_names.variable_keys``: ``block/dense/kernel``).
+not depend on the process (``survey.variable_keys``: ``block/dense/kernel``).
 On load, values are matched to the rebuilt object's variables by key (a
 rebuilt layer may create its variables in another order: a float8-quantized
 Dense does), by position where the keys do not pair one to one (older
@@ -28,7 +28,7 @@ not at all. A payload of the same backend is assigned untouched.
 
 A model compiled without metrics carries no compile-time totals: its loss
 tracker's, which Keras resets at the start of every ``fit`` / ``evaluate``, travel
-only beside compile metrics (:mod:`keras_pickle._keras3.compile_metrics`).
+only beside compile metrics (:mod:`keras_pickle._keras3.recorded.compile_metrics`).
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ from .._blueprint import Blueprint as Blueprint
 from .._blueprint import CapturedState as CapturedState
 from .._blueprint import HeldOptimizer as HeldOptimizer
 from .._blueprint import describe as describe
-from . import compile_metrics as _compile_metrics
+from .recorded import compile_metrics as _compile_metrics
 from .census import census_of
 
 
@@ -47,7 +47,7 @@ def metric_variables(obj: Any) -> list[tuple[str, Any]]:
     """``(key, variable)`` of every metric a layer of ``obj`` (or of its census) holds as an attribute
     (Keras tracks them in ``_metrics``; a compiled model's compile metrics and loss tracker are not
     among them), then those of the root's compile metrics whose totals travel
-    (:func:`keras_pickle._keras3.compile_metrics.carried`)."""
+    (:func:`keras_pickle._keras3.recorded.compile_metrics.carried`)."""
     census = census_of(obj)
     found = []
     for layer in census.layers:

@@ -25,7 +25,7 @@ Contract, beyond ``deepcopy``'s own:
 * A tf-keras model's optimizer (tf-keras's optimizers do not deep-copy) is rebuilt from its config and
   given the original's iterations and slots, built for the copy's trainable variables.
 * What keras_pickle records beside a Keras 3 object (constructor and ``compile()`` arguments, the
-  optimizer and metrics it owns: :mod:`keras_pickle._keras3.records`) is recorded for the copy, with
+  optimizer and metrics it owns: :mod:`keras_pickle._keras3.recorded.records`) is recorded for the copy, with
   the arguments copied through the same memo.
 """
 
@@ -40,14 +40,14 @@ from typing import Any
 
 from keras.src.utils import tracking
 
-from .. import _dialect
 from .._blueprint import CapturedState
 from .._capture import custom_objects as _custom_objects
-from .._keras3 import records as _records
-from .._tfkeras import build as _tfkeras_build
+from .._keras3.recorded import records as _records
 from .._tfkeras import classes as _tfkeras_classes
+from .._tfkeras import rebuild as _tfkeras_rebuild
 from .._tfkeras import state as _tfkeras_state
 from .._tfkeras import walk as _tfkeras_walk
+from . import dialects as _dialects
 
 COMPILED_FUNCTIONS = ("train_function", "test_function", "predict_function", "train_tf_function")
 """Attributes holding functions a model compiled for itself; a copy starts with them unset (``None``)."""
@@ -61,7 +61,7 @@ def copy_attributes(obj: Any, memo: dict) -> Any:
     memo[id(obj)] = twin
     own = _state_of(obj)
     fresh = dict(vars(twin))
-    keras3 = _dialect.of(obj) == _dialect.KERAS3
+    keras3 = _dialects.of(obj) is _dialects.KERAS3
     parts = [part for part, _path in _records.owned_parts(obj)] if keras3 else []
     give_optimizer_state = None if keras3 else _tf_keras_optimizer(obj, memo)
     deepcopy([*_direct_layers(obj), *parts], memo)
@@ -95,9 +95,9 @@ def _tf_keras_optimizer(model: Any, memo: dict) -> Callable[[Any], None] | None:
     optimizer = _tfkeras_walk.optimizer_of(model)
     if not _tfkeras_classes.is_optimizer(optimizer) or _tfkeras_classes.is_legacy_optimizer(optimizer):
         return None
-    config = _tfkeras_build.config_of(optimizer)
-    custom_objects = _custom_objects.collect(config, optimizer)
-    memo[id(optimizer)] = _tfkeras_build.from_config(json.dumps(config), custom_objects, safe_mode=False)
+    config = _tfkeras_rebuild.config_of(optimizer)
+    custom_objects = _custom_objects.collect(config, optimizer, _dialects.TF_KERAS)
+    memo[id(optimizer)] = _tfkeras_rebuild.from_config(json.dumps(config), custom_objects, safe_mode=False)
     state = CapturedState(
         variables=[],
         optimizer_variables=[

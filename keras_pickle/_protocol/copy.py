@@ -18,25 +18,24 @@ from typing import Any
 
 import keras
 
-from .. import _dialect
 from .._blueprint import describe
 from .._capture import config as _config
 from .._capture import custom_objects as _custom_objects
-from .._capture import payload as _capture_payload
-from .._keras3 import construct as _construct
-from .._keras3 import records as _records
-from .._keras3 import weight_decay as _weight_decay
+from .._keras3.recorded import construct as _construct
+from .._keras3.recorded import records as _records
+from .._keras3.recorded import weight_decay as _weight_decay
 from .._rebuild import assign_state as _rebuild_state
-from .._rebuild import build as _build
-from .._tfkeras import build as _tfkeras_build
+from .._rebuild import from_blueprint as _from_blueprint
 from ..errors import KerasPickleError, KerasPicklingError, StateMismatchError
 from . import attribute_copy as _attribute_copy
+from . import dialects as _dialects
 
 
 def _rebuild_twin(obj: Any) -> Any:
+    """A Keras 3 metric, loss or optimizer rebuilt from its config (tf-keras's travel with their model)."""
     config = _config.config_of(obj)
-    custom_objects = _custom_objects.collect(config, obj)
-    return _build.from_config(
+    custom_objects = _custom_objects.collect(config, obj, _dialects.KERAS3)
+    return _from_blueprint.from_config(
         _config.config_to_json(config, obj),
         custom_objects,
         safe_mode=False,
@@ -102,7 +101,8 @@ _ENCODED = re.compile(r"(?:[A-Za-z0-9+/=]|\\n){60,}")
 
 
 def _rebuilt_copy(layer: Any, memo: dict) -> Any:
-    taken = _capture_payload.snapshot(layer, copied_now=True, on_device=True)
+    dialect = _dialects.of(layer)
+    taken = dialect.snapshot(layer, dialect, copied_now=True, on_device=True)
     if taken.constructed or taken.compile_call is not None:
         # Arguments of recorded constructor and compile() calls are copied with the memo: a model
         # given to the constructor is copied once, wherever else the copied structure holds it.
@@ -111,10 +111,7 @@ def _rebuilt_copy(layer: Any, memo: dict) -> Any:
             for entry in taken.constructed
         ]
         taken = dataclasses.replace(taken, constructed=constructed, compile_call=deepcopy(taken.compile_call, memo))
-    if _dialect.of(layer) == _dialect.TF_KERAS:
-        twin = _tfkeras_build.rebuild_with_state(taken, safe_mode=False)
-    else:
-        twin = _build.rebuild_with_state(taken, safe_mode=False)
+    twin = dialect.rebuild(taken, safe_mode=False)
     memo[id(layer)] = twin
     _record_parts(layer, twin, memo)
     return twin
@@ -167,7 +164,7 @@ def _reduced_copy(obj: Any, memo: dict) -> Any:
 
 def copy_optimizer(optimizer: Any, memo: dict) -> Any:
     """An optimizer with the same config; if built, the same iterations and slots; the same settings of
-    ``exclude_from_weight_decay()`` (:func:`keras_pickle._keras3.weight_decay.copy_settings`).
+    ``exclude_from_weight_decay()`` (:func:`keras_pickle._keras3.recorded.weight_decay.copy_settings`).
 
     The copy is built for the same variables, or for their copies when they
     were copied earlier in the same ``deepcopy`` call.

@@ -21,10 +21,10 @@ from keras.src.layers import layer as keras_layer
 from keras.src.ops import operation as keras_operation
 
 from .. import integrations
-from .._keras3 import compile_objects as _compile_objects
+from .._keras3.recorded import compile_objects as _compile_objects
 from .._keras3 import deferred as _deferred
-from .._keras3 import records as _records
-from .._keras3.signatures import CACHED_INSPECT
+from .._keras3.recorded import records as _records
+from .._keras3.recorded.signatures import CACHED_INSPECT
 from .._tfkeras import classes as _tfkeras_classes
 from . import opt_in as _opt_in
 from .mixins import (
@@ -103,7 +103,7 @@ def _wrapped(cls: type, name: str, wrap: Callable[[Any], Any]) -> Any:
     """``wrap(Keras's own cls.name, unbound)``, made once per class and name: a hook around Keras's method.
 
     ``Layer.__new__`` / ``Model.__new__`` record constructor and compile() calls
-    (:mod:`keras_pickle._keras3.records`); ``Variable.__init__`` lets the deferred rebuild create a
+    (:mod:`keras_pickle._keras3.recorded.records`); ``Variable.__init__`` lets the deferred rebuild create a
     variable that has a concrete value (:func:`keras_pickle._keras3.deferred.variable_init_hook`).
     """
     hook = _wrappers.get((cls, name))
@@ -116,7 +116,7 @@ def _wrapped(cls: type, name: str, wrap: Callable[[Any], Any]) -> Any:
 
 
 def _plain_new(cls: type) -> Any:
-    """The ``__new__`` that records a user subclass's constructor arguments (:mod:`.._keras3.compile_objects`)."""
+    """The ``__new__`` that records a user subclass's constructor arguments (:mod:`.._keras3.recorded.compile_objects`)."""
     hook = _wrappers.get((cls, "__new__"))
     if hook is None:
         hook = _wrappers[cls, "__new__"] = _compile_objects.recording_new(cls)

@@ -15,12 +15,12 @@ import pickle
 from collections.abc import Callable
 from typing import Any
 
-from .. import _dialect
-from .._capture import payload as _capture_payload
-from .._keras3 import compile_metrics as _compile_metrics
-from .._keras3 import records as _records
+from .._capture import encode as _capture_encode
+from .._keras3.recorded import compile_metrics as _compile_metrics
+from .._keras3.recorded import records as _records
 from ..errors import PickleRefusedError
 from . import copy as _copy
+from . import dialects as _dialects
 from . import opt_in as _opt_in
 from . import written_models as _written_models
 from .reconstruct import part_of, restore
@@ -80,7 +80,7 @@ class LayerPickleMixin:
 
 
 def _reduce_layer(layer: Any, protocol: int) -> tuple:
-    reduced = restore, _capture_payload.layer_payload(layer, protocol)
+    reduced = restore, _capture_encode.layer_payload(layer, protocol, _dialects.of(layer))
     _written_models.note_pickled(layer)
     # Its optimizer and metrics, pickled after it in the same stream, come back as its own: recorded now
     # as well as at compile(), so that a model compiled before install() is no exception.
@@ -97,7 +97,7 @@ class LossPickleMixin:
         custom = _user_reducer(self)
         if custom is not None:
             return custom(protocol)
-        return restore, _capture_payload.config_payload(self, _capture_payload.KIND_LOSS, protocol)
+        return restore, _capture_encode.config_payload(self, _capture_encode.KIND_LOSS, protocol, _dialects.of(self))
 
     @_ours
     def __reduce__(self):
@@ -111,14 +111,14 @@ class LossPickleMixin:
 def _opt_in_covers(kind: str, obj: Any) -> bool:
     """Whether ``install(allow=(kind,))`` can pickle ``obj``: every kind for Keras 3; callbacks for tf-keras,
     whose metrics and optimizers are carried by the model they belong to."""
-    return kind == "callbacks" or _dialect.of(obj) == _dialect.KERAS3
+    return kind == "callbacks" or _dialects.of(obj).records_calls
 
 
 def carried_whole(kind: str, obj: Any, owned: tuple[Any, str]) -> bool:
     """Whether the payload of ``obj``'s model (``owned``: ``(model, path)``) carries ``obj`` with all its state.
 
     Everything a model owns, a compile metric's running totals included once the model's compile metrics are
-    built (:func:`keras_pickle._keras3.compile_metrics.carried`). A compile metric the model has not built
+    built (:func:`keras_pickle._keras3.recorded.compile_metrics.carried`). A compile metric the model has not built
     yet (compiled, never fitted or evaluated) travels as the model's only while it holds nothing a fresh one
     would not."""
     if not (kind == "metrics" and owned[1].startswith("compile_metrics[")) or _opt_in.holds_no_state(kind, obj):

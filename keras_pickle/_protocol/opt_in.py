@@ -23,7 +23,7 @@ import numpy as np
 from keras.src.api_export import get_name_from_symbol
 
 from .. import _options
-from .._capture import payload as _capture_payload
+from .._capture import encode as _capture_encode
 from .._keras3 import backend as _backend
 from .._rebuild import assign_state as _rebuild_state
 from .._tfkeras import classes as _tfkeras_classes
@@ -31,10 +31,11 @@ from .._wire import upgrade
 from .._wire.arrays import decode_array, encode_array
 from .._wire.refs import unwrap
 from .._wire.reprs import bounded_repr
-from .._wire.schema import KIND_METRIC, KIND_OPTIMIZER, RESTORE_CALLBACK, RESTORE_WITH_STATE
+from .._wire.schema import KIND_METRIC, KIND_OPTIMIZER, RESTORE_CALLBACK, RESTORE_WITH_STATE, published
 from ..errors import KerasPickleError, KerasPicklingError, KerasUnpicklingError, PickleRefusedError
 from . import copy as _copy
-from .reconstruct import published_as, restore
+from . import dialects as _dialects
+from .reconstruct import restore
 
 _MISSING = object()
 _lock = threading.RLock()
@@ -76,8 +77,8 @@ def allowed_reduce(obj: Any, kind: str, protocol: int) -> tuple:
             "(scikeras: optimizer='adam', optimizer__learning_rate=0.01).",
             obj_type=type(obj),
         )
-    payload_kind = _capture_payload.KIND_METRIC if kind == "metrics" else _capture_payload.KIND_OPTIMIZER
-    header, body = _capture_payload.config_payload(obj, payload_kind, protocol)
+    payload_kind = _capture_encode.KIND_METRIC if kind == "metrics" else _capture_encode.KIND_OPTIMIZER
+    header, body = _capture_encode.config_payload(obj, payload_kind, protocol, _dialects.of(obj))
     state = _stateful_state(obj)
     encoded = dict(state, kind=kind, variables=[encode_array(p, a, protocol) for p, a in state["variables"]])
     return restore_with_state, (header, body, encoded)
@@ -175,7 +176,7 @@ def _apply_state(obj: Any, state: dict, *, written_backend: str | None = None) -
     _rebuild_state.assign_in_order(list(obj.variables), saved, owner=owner, written_backend=written_backend)
 
 
-@published_as(RESTORE_WITH_STATE[0])
+@published(RESTORE_WITH_STATE)
 def restore_with_state(header, body, state):
     """Rebuild an allowed metric or unbuilt optimizer: its config, then its state.
 
@@ -255,7 +256,7 @@ def _attribute_name(name: Any) -> bool:
     return isinstance(name, str) and name.isidentifier() and not name.startswith("__")
 
 
-@published_as(RESTORE_CALLBACK[0])
+@published(RESTORE_CALLBACK)
 def restore_callback(cls, attributes):
     """Rebuild an allowed callback from every attribute it had.
 

@@ -7,7 +7,7 @@ nothing after it knows older versions), in safe mode judges what the
 body's objects and configs stand for (:mod:`keras_pickle._rebuild.vetting`; first, a
 newer Keras's config keys this one lacks are dropped or refused by
 :mod:`keras_pickle._rebuild.skew`) and holds Keras's own safe mode for the whole rebuild,
-rebuilds the object (:mod:`keras_pickle._rebuild.payload`; a joblib worker's repeated task copies the
+rebuilds the object (:mod:`keras_pickle._rebuild.decode`; a joblib worker's repeated task copies the
 model it rebuilt for the same payload, :mod:`.worker_cache`), runs the hooks registered with
 :func:`after_restore` (``install()`` registers "install on first load", so
 that a worker that received a model sends results back the same way), and
@@ -27,11 +27,11 @@ from typing import Any
 
 import keras
 
-from .. import _dialect, _options
+from .. import _options
 from .._diagnosis import load_failure as _load_failure
-from .._keras3 import records as _records
-from .._rebuild import by_value as _by_value
-from .._rebuild import payload as _rebuild_payload
+from .._keras3.recorded import records as _records
+from .._rebuild import decode as _rebuild_decode
+from .._rebuild import load_by_value as _load_by_value
 from .._rebuild import reclaim as _reclaim
 from .._rebuild import skew as _skew
 from .._rebuild import vetting as _vetting
@@ -40,6 +40,7 @@ from .._wire.refs import InertReference
 from .._wire.reprs import shorten
 from ..errors import KerasPickleError, KerasUnpicklingError
 from . import copy as _copy
+from . import dialects as _dialects
 from . import worker_cache as _worker_cache
 
 _after_restore: list[Callable[[], None]] = []
@@ -51,17 +52,7 @@ def after_restore(hook: Callable[[], None]) -> None:
         _after_restore.append(hook)
 
 
-def published_as(module: str) -> Callable[[Callable], Callable]:
-    """Record ``module`` as the function's home, the path pickle writes (the module must re-export it)."""
-
-    def publish(function: Callable) -> Callable:
-        function.__module__ = module
-        return function
-
-    return publish
-
-
-@published_as(schema.RESTORE[0])
+@schema.published(schema.RESTORE)
 def restore(header, body):
     """Rebuild a Keras object from a keras_pickle payload.
 
@@ -70,18 +61,16 @@ def restore(header, body):
     written = header  # as the payload holds it: errors name the format version it was written in
     try:
         header = schema.check_header(header)
-        unloadable = _by_value.first_unloadable(body)
+        unloadable = _load_by_value.first_unloadable(body)
         if unloadable is not None:  # a class the body carries by value did not unpickle here
             raise _load_failure.unloadable_error(header, unloadable)
         safe_mode = _options.load_options().safe_mode
         body = schema.check_body(header, body, is_custom_object=_custom_object_check(safe_mode))
         header, body = upgrade.to_current(header, body)  # from here on, the current format version's shape
-        dialect = header["dialect"]
         decoded = _vetting.vet_names(body) if safe_mode else None  # Keras-free: nothing imported before it
-        _dialect.require(dialect, header["keras_version"])  # tf-keras: imported, or both sides named
+        dialect = _dialects.of_header(header)  # tf-keras: imported, or both sides named
         checked = body
-        if dialect == _dialect.KERAS3:
-            body = _skew.adapt_body(header, body)  # a newer Keras's config keys this one lacks
+        body = dialect.adapt_body(header, body)  # a newer Keras's config keys this one lacks
         # Safe mode: vetted, under Keras's safe mode, touching no path the configs name; the configs
         # decoded above, unless adapt_body rewrote them.
         safely = _vetting.safe_rebuild(body, dialect, decoded if body is checked else None) if safe_mode else None
@@ -92,12 +81,12 @@ def restore(header, body):
                 obj = _worker_cache.rebuilt_or_copied(
                     header,
                     body,
-                    rebuild=lambda: _rebuild_payload.object_from_payload(header, body, safe_mode=safe_mode),
+                    rebuild=lambda: _rebuild_decode.object_from_payload(header, body, dialect, safe_mode=safe_mode),
                     copy=lambda kept: _copy.copy_layer(kept, {}),
                 )
                 _reclaim.rebuilt(obj)
             else:
-                obj = _rebuild_payload.object_from_payload(header, body, safe_mode=safe_mode)
+                obj = _rebuild_decode.object_from_payload(header, body, dialect, safe_mode=safe_mode)
     except KerasPickleError as e:
         _skew.name_sides(e, written)  # from another Keras, backend or format: both sides named
         raise
@@ -116,7 +105,7 @@ def restore(header, body):
     return obj
 
 
-@published_as(schema.PART_OF[0])
+@schema.published(schema.PART_OF)
 def part_of(model, path):
     """The optimizer or metric at ``path`` of ``model``, a model restored from the same stream.
 

@@ -5,7 +5,7 @@ mode's policy says (:mod:`keras_pickle._safe_mode`, the rules with their reasons
 :data:`~keras_pickle._safe_mode.rules.CALLABLE_GLOBALS`, handed to the stream as its checked version
 (keras_pickle's reconstructors, numpy's array, dtype and scalar reconstruction, latin-1
 ``_codecs.encode``); otherwise what the name resolves to as its module defines it
-(:func:`~keras_pickle._safe_mode.names.resolve_as_defined`: already imported, never imported here),
+(:func:`~keras_pickle._safe_mode.resolution.resolve_as_defined`: already imported, never imported here),
 if :func:`~keras_pickle._safe_mode.decision.refusal` allows it, handed to the stream as an *inert
 reference*: the unpickler cannot call it, instantiate it or read its attributes; only keras_pickle's
 reconstructor unwraps it into the ``custom_objects`` it gives Keras. The Keras-aware policy
@@ -30,7 +30,7 @@ import numpy as np
 
 from .._safe_mode.calls import allowed_call, check_plain_dtype
 from .._safe_mode.decision import GlobalsPolicy, is_stdlib, refusal
-from .._safe_mode.names import resolve_as_defined
+from .._safe_mode.resolution import resolve_as_defined
 from .._safe_mode.rules import CALLABLE_GLOBALS
 from .._wire.refs import InertReference
 from ..errors import UnsafePayloadError

@@ -1,7 +1,11 @@
 """The load side: from a checked payload back to a Keras object.
 
-``payload`` (the body decoded into a blueprint), ``build`` (config to object: deferred variables,
-a linear-time Sequential, the graph from recorded specs, compiling), ``state`` (every saved value
-given to the rebuilt object), ``registered`` (names Keras registered), ``vetting`` (safe mode's
-policy, :mod:`keras_pickle._safe_mode`, asked of a body before Keras builds anything).
+* :mod:`.decode`: a checked body back into a blueprint, and the object rebuilt from it.
+* :mod:`.from_blueprint`: a Keras 3 object from a blueprint: deferred variables, the graph, compiling.
+* :mod:`.assign_state`: every saved value given to the rebuilt object, matched by key, checked.
+* :mod:`.vetting`: safe mode asked of a body before Keras builds anything.
+* :mod:`.registered`: what a class or function registered with Keras loads as.
+* :mod:`.load_by_value`: a class or function the payload carries by value, or the loading script's own.
+* :mod:`.skew`: a payload from another Keras version: keys dropped as defaults, or refused.
+* :mod:`.reclaim`: a joblib worker's previous model collected before the next is rebuilt.
 """

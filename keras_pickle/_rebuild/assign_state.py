@@ -10,11 +10,11 @@ import keras
 import numpy as np
 
 from .._keras3 import backend as _backend
-from .._keras3 import compile_metrics as _compile_metrics
+from .._keras3.recorded import compile_metrics as _compile_metrics
 from .._keras3 import convert as _convert
 from .._keras3 import deferred as _deferred
 from .._keras3 import layer_state as _layer_state
-from .._keras3 import names as _names
+from .._keras3 import survey as _survey
 from .._keras3 import order as _order
 from .._keras3.census import census_of
 from .._keras3.state import CapturedState, describe, metric_variables, optimizer_of
@@ -92,7 +92,7 @@ def apply_to_held_optimizers(obj: Any, state: CapturedState, resolve: Any) -> No
                     path=held.path,
                 )
             optimizer.build([variables[position] for position in held.targets])
-        keys = _names.optimizer_variable_keys(optimizer, references)
+        keys = _survey.optimizer_variable_keys(optimizer, references)
         targets = in_saved_order(list(optimizer.variables), keys, held.variables)
         owner = f"optimizer '{held.path}' of {describe(obj)}"
         assign_in_order(targets, held.variables, owner=owner, written_backend=state.backend)
@@ -120,7 +120,7 @@ def apply_to_optimizer(obj: Any, state: CapturedState) -> None:
         # initial values the first training step would give them.
         targets = _unbuilt_counterparts(optimizer, len(values))
     else:
-        keys = _names.optimizer_variable_keys(optimizer, census.references)
+        keys = _survey.optimizer_variable_keys(optimizer, census.references)
         targets, keys, values = without_unread_slots(targets, keys, values, census.references)
         targets = in_saved_order(targets, keys, values)
     owner = f"optimizer of {describe(obj)}"

@@ -13,11 +13,13 @@ import keras
 
 from .._options import load_options
 from .._safe_mode.decision import refusal
+from .._wire import schema
 from .._wire.refs import InertReference
 from ..errors import KerasUnpicklingError, UnsafePayloadError
 from .vetting import globals_policy
 
 
+@schema.published(schema.REGISTERED)
 def registered(name: Any) -> Any:
     """The class or function Keras has registered as ``name``: what :class:`ByRegisteredName` loads as.
 
@@ -41,7 +43,6 @@ def registered(name: Any) -> Any:
     raise UnsafePayloadError(f"Safe mode refused {qualified}, registered as {name!r:.200}: {reason}.", what=qualified)
 
 
-registered.__module__ = "keras_pickle._format"  # the path payloads name: keras_pickle._format publishes it
 
 
 # --------------------------------------------------------------------------
@@ -71,6 +72,7 @@ def token_for(obj: Any) -> str:
     return token
 
 
+@schema.published(schema.DEFINED_HERE)
 def defined_here(token: Any) -> Any:
     """The class or function :func:`token_for` named ``token``, in the process that named it.
 
@@ -97,4 +99,3 @@ def defined_here(token: Any) -> Any:
     raise UnsafePayloadError(f"Safe mode refused {qualified}, defined in this process: {reason}.", what=qualified)
 
 
-defined_here.__module__ = "keras_pickle._format"  # the path payloads name: keras_pickle._format publishes it

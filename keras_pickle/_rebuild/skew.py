@@ -47,7 +47,7 @@ import keras
 from keras.src.dtype_policies import QUANTIZATION_MODES
 
 from .._diagnosis.sides import sides
-from .._wire import configs
+from .._wire import config_walk
 from .._wire.refs import unwrap
 from .._wire.reprs import as_text, bounded_repr, shorten
 from ..errors import KerasPickleError, VersionSkewError
@@ -276,7 +276,7 @@ def _resolve(node: dict, custom_objects: dict[str, Any]) -> type | None:
             return custom_objects[name]
     if not (isinstance(class_name, str) and isinstance(module, str)):
         return None
-    name = configs.keras_class_name(node)
+    name = config_walk.keras_class_name(node)
     if name is not None and module.split(".")[0] == "keras":
         found = _member(sys.modules.get(module), [name]) or _member(keras, [*module.split(".")[1:], name])
     else:

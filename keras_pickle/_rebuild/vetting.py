@@ -3,12 +3,12 @@ judged by safe mode's policy, and Keras's own safe mode held for the whole rebui
 
 The rules and the decision are :mod:`keras_pickle._safe_mode`'s; :func:`globals_policy` gives it what
 the dialects know in this load (each imported Keras's registry: :mod:`keras_pickle._keras3.safe_mode`,
-:mod:`keras_pickle._tfkeras.safe_mode`; the caller's custom objects and ``allow_callbacks``), and
-:func:`dialect_resolver` how the payload's dialect resolves a config's names. :func:`vet_names` judges
-what needs no Keras (before a tf-keras payload imports tf-keras), :func:`vet_body` the rest.
-:func:`keras_safe_mode` holds Keras's safe-mode scope meanwhile, so that a process-wide
-``keras.config.enable_unsafe_deserialization()`` never weakens a safe load, and :func:`safe_rebuild`
-holds both and :mod:`keras_pickle._safe_mode.opens`'s guard on the paths the configs name.
+:mod:`keras_pickle._tfkeras.safe_mode`; the caller's custom objects and ``allow_callbacks``), and the
+payload's dialect (a :class:`~keras_pickle._dialect.Dialect`) how its deserializer resolves a config's
+names. :func:`vet_names` judges what needs no Keras (before a tf-keras payload imports tf-keras),
+:func:`vet_body` the rest. :func:`safe_rebuild` holds the dialect's safe-mode scope meanwhile, so that a
+process-wide ``keras.config.enable_unsafe_deserialization()`` never weakens a safe load, and
+:mod:`keras_pickle._safe_mode.opens`'s guard on the paths the configs name.
 """
 
 from __future__ import annotations
@@ -18,15 +18,14 @@ from collections.abc import Iterator
 from typing import Any
 
 from keras.src.backend.common import global_state
-from keras.src.saving import serialization_lib
 from keras.src.saving.object_registration import GLOBAL_CUSTOM_OBJECTS
 
 from .. import _dialect
+from .._dialect import Dialect
 from .._keras3 import safe_mode as _keras3_safe_mode
 from .._options import load_options
 from .._safe_mode import decision, judge_config, judge_names, opens
-from .._safe_mode.decision import Candidates, GlobalsPolicy, is_keras_own, refusal
-from .._tfkeras import build as _tfkeras_build
+from .._safe_mode.decision import GlobalsPolicy, is_keras_own, refusal
 from .._tfkeras import classes as _tfkeras_classes
 from .._tfkeras import safe_mode as _tfkeras_safe_mode
 from .._wire import schema
@@ -54,45 +53,25 @@ def globals_policy() -> GlobalsPolicy:
     return decision.policy_here(registered, caller, options.allow_callbacks, options.allow_control_flow)
 
 
-def dialect_resolver(table: dict[str, Any], dialect: str = _dialect.KERAS3) -> Candidates:
-    """The resolver of ``dialect`` (tf-keras's only where tf-keras is imported: nothing is imported here)."""
-    caller = load_options().custom_objects
-    if dialect == _dialect.TF_KERAS and _tfkeras_classes.is_imported():
-        return _tfkeras_safe_mode.resolver(table, caller)
-    return _keras3_safe_mode.resolver(table, caller)
-
-
 @contextlib.contextmanager
-def keras_safe_mode(dialect: str = _dialect.KERAS3) -> Iterator[None]:
-    """Within: Keras's own safe mode is on for this thread, whatever
-    ``keras.config.enable_unsafe_deserialization()`` said before (Keras's scope is thread-local and
-    is restored on exit); tf-keras's, for a tf-keras payload."""
-    if dialect == _dialect.TF_KERAS:
-        with _tfkeras_build.safe_mode_scope(True):
-            yield
-        return
-    with serialization_lib.SafeModeScope(True):
-        yield
-
-
-@contextlib.contextmanager
-def safe_rebuild(body: dict, dialect: str, decoded: list | None) -> Iterator[None]:
-    """Within: a safe load's rebuild of ``body``, vetted (:func:`vet_body`) under Keras's own safe mode
-    (:func:`keras_safe_mode`), touching no path its configs name
+def safe_rebuild(body: dict, dialect: Dialect, decoded: list | None) -> Iterator[None]:
+    """Within: a safe load's rebuild of ``body``, vetted (:func:`vet_body`) under the dialect's own safe
+    mode (Keras's scope is thread-local and restored on exit, whatever
+    ``keras.config.enable_unsafe_deserialization()`` said before), touching no path its configs name
     (:func:`keras_pickle._safe_mode.opens.never_touching`)."""
-    with keras_safe_mode(dialect):
+    with dialect.safe_mode_scope():
         configs = vet_body(body, dialect, decoded)
         with opens.never_touching(configs):
             yield
 
 
-def vet_body(body: dict, dialect: str = _dialect.KERAS3, decoded: list | None = None) -> list:
+def vet_body(body: dict, dialect: Dialect, decoded: list | None = None) -> list:
     """Refuse, before Keras builds anything, a body whose objects stand for what safe mode refuses.
 
     ``body`` has passed the schema's checks (its custom objects are inert references). Every custom
     object is judged by :func:`~keras_pickle._safe_mode.decision.refusal`, and may never be Keras's own
     (Keras names its own); every config the body holds is judged by
-    :func:`~keras_pickle._safe_mode.configs.judge_config`, resolved as the payload's dialect resolves it.
+    :func:`~keras_pickle._safe_mode.config_judge.judge_config`, resolved as the payload's dialect resolves it.
     ``decoded``: those configs already decoded (what :func:`vet_names` returns), else they are decoded here.
     Returns the configs it judged, decoded.
     """
@@ -113,9 +92,8 @@ def vet_body(body: dict, dialect: str = _dialect.KERAS3, decoded: list | None = 
             raise UnsafePayloadError(
                 f"Safe mode refused {what}: recorded constructor calls are made for user classes only.", what=what
             )
-    candidates, name = dialect_resolver(table, dialect), _dialect.name(dialect)
+    candidates, name = dialect.resolver(table, load_options().custom_objects), _dialect.name(dialect.name)
     configs = _decoded_configs(body) if decoded is None else decoded
-    vocabulary = "tf_keras" if dialect == _dialect.TF_KERAS else "keras3"
     named = named_objects(table, dialect)
     custom_names = frozenset().union(*named)
     for config in configs:
@@ -124,28 +102,25 @@ def vet_body(body: dict, dialect: str = _dialect.KERAS3, decoded: list | None = 
             policy,
             candidates,
             dialect=name,
-            vocabulary=vocabulary,
+            vocabulary=dialect.vocabulary,
             custom_names=custom_names,
             resolve_string=lambda text: ((unwrap(at[text]), is_carried(at[text])) for at in named if text in at),
         )
     return configs
 
 
-def named_objects(table: dict[str, Any], dialect: str) -> list[dict[str, Any]]:
+def named_objects(table: dict[str, Any], dialect: Dialect) -> list[dict[str, Any]]:
     """Where the dialect's deserializer looks a name up before anything of its own, a plain string included:
     the payload's custom objects, the caller's, a held custom-object scope, the registry."""
     scope = global_state.get_global_attribute("custom_objects_scope_dict", {}) or {}
-    found = [table, load_options().custom_objects, scope, GLOBAL_CUSTOM_OBJECTS]
-    if dialect == _dialect.TF_KERAS and _tfkeras_classes.is_imported():
-        found += _tfkeras_safe_mode.registries()
-    return found
+    return [table, load_options().custom_objects, scope, GLOBAL_CUSTOM_OBJECTS, *dialect.registries()]
 
 
 def vet_names(body: dict) -> list:
     """What safe mode refuses in a checked body by name alone, before anything is imported for it
     (a tf-keras payload's dialect included): a Lambda or foreign-format layer spelt any way, an
     inline Python lambda, a layer that would read a file or merge a module its config names, at any
-    depth of any config it holds (:func:`~keras_pickle._safe_mode.configs.judge_names`). Returns those
+    depth of any config it holds (:func:`~keras_pickle._safe_mode.config_judge.judge_names`). Returns those
     configs decoded, for :func:`vet_body`."""
     decoded = _decoded_configs(body)
     for config in decoded:

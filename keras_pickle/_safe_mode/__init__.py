@@ -9,8 +9,8 @@
   that read a file or merge a module their config names, what tf-keras's op layers may call.
 * :mod:`.decision`: the one decision, :func:`~.decision.refusal` (may a payload name this object, in this
   role?), and :class:`~.decision.GlobalsPolicy`, the rules' classes as this process has them.
-* :mod:`.configs`: the decision applied to every node of a decoded config, under every spelling.
-* :mod:`.names`: how a name resolves, computed without running or importing anything.
+* :mod:`.config_judge`: the decision applied to every node of a decoded config, under every spelling.
+* :mod:`.resolution`: how a name resolves, computed without running or importing anything.
 * :mod:`.calls`: the callables of the stream, each held to what numpy's own pickles do.
 * :mod:`.opens`: the guard on the file system while a payload is rebuilt (defence in depth).
 
@@ -20,9 +20,9 @@ of a body (:mod:`keras_pickle._rebuild.vetting`, with each dialect's lookups:
 (:mod:`keras_pickle._inspect.verdict`). docs/security.md describes what it promises.
 """
 
-from .configs import config_refusals as config_refusals
-from .configs import judge_config as judge_config
-from .configs import judge_names as judge_names
+from .config_judge import config_refusals as config_refusals
+from .config_judge import judge_config as judge_config
+from .config_judge import judge_names as judge_names
 from .decision import GlobalsPolicy as GlobalsPolicy
 from .decision import expected_call as expected_call
 from .decision import policy_here as policy_here

@@ -6,7 +6,7 @@ packages define, as the vocabulary lists it (:mod:`.tables`); elsewhere, with th
 its own arguments; what the caller names, anywhere. Every other function, class or callable is refused,
 whatever the loading process has imported. The restricted
 unpickler asks it for every global of the stream, the reconstructor for every custom object and for
-every object a config could make Keras or tf-keras resolve (:mod:`.configs`), and ``inspect`` for
+every object a config could make Keras or tf-keras resolve (:mod:`.config_judge`), and ``inspect`` for
 what it can resolve. :class:`GlobalsPolicy` holds the rules' classes as this process has them
 (:func:`policy_here`); what only a dialect can tell (which functions its registry holds, what the
 caller's scope names) comes from that dialect's package. Imports no Keras.
@@ -20,7 +20,7 @@ import types
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from .names import named_classes, static_path
+from .resolution import named_classes, static_path
 from .rules import (
     ALLOW_CALLBACKS_ADVICE,
     ALLOW_FUNCTION_ADVICE,
@@ -74,7 +74,7 @@ class GlobalsPolicy:
     (``History``: plain records). ``allow_control_flow``: Keras's control-flow ops may be built.
     ``file_reading``: classes that read a file a string in their config names, with those fields;
     ``module_merging``: tf-keras's cell wrappers, which merge a module their config names into their own
-    (:mod:`.configs` judges both).
+    (:mod:`.config_judge` judges both).
     """
 
     allowed_bases: tuple[type, ...]

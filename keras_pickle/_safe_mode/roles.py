@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from .._wire import configs
+from .._wire import config_walk
 from .._wire.reprs import bounded_repr
 from .tables import ARGUMENT_ROLE, KERAS_ROLE
 
@@ -108,7 +108,7 @@ def value_refusal(node: dict) -> str | None:
         for call in inbound:
             if isinstance(call, dict) and not _holds_keras_tensor(call):
                 return (
-                    f"a call of {bounded_repr(configs.layer_name(node))} with no symbolic input among its "
+                    f"a call of {bounded_repr(config_walk.layer_name(node))} with no symbolic input among its "
                     "arguments: Keras would run it on the payload's values while loading, and Keras itself never "
                     "writes such a call"
                 )
@@ -120,7 +120,7 @@ def value_refusal(node: dict) -> str | None:
 
 def _holds_keras_tensor(call: dict) -> bool:
     return any(
-        inner.get("class_name") == KERAS_TENSOR for inner in configs.iter_nodes([call.get("args"), call.get("kwargs")])
+        inner.get("class_name") == KERAS_TENSOR for inner in config_walk.iter_nodes([call.get("args"), call.get("kwargs")])
     )
 
 

@@ -1,11 +1,11 @@
 """Safe mode's rules, as data: what a payload may name or make Keras build, each entry with its reason.
 
 Nothing here decides or imports: :func:`keras_pickle._safe_mode.decision.refusal` decides with these
-tables and the vocabulary of what Keras's own packages define (:mod:`.tables`), :mod:`.configs` applies
-them to every node of a config, :mod:`.names` resolves names as the unpickler and Keras would without
+tables and the vocabulary of what Keras's own packages define (:mod:`.tables`), :mod:`.config_judge` applies
+them to every node of a config, :mod:`.resolution` resolves names as the unpickler and Keras would without
 running code, and the dialect packages only say what their registry holds and how their Keras looks a
 config's names up. Classes and modules are named by dotted path
-(``package.attribute.attribute``); :func:`keras_pickle._safe_mode.names.static_path` looks them up in
+(``package.attribute.attribute``); :func:`keras_pickle._safe_mode.resolution.static_path` looks them up in
 what this process has imported, never importing (a Keras that is not imported contributes nothing).
 """
 

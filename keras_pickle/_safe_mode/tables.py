@@ -27,8 +27,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import NamedTuple
 
-from .._wire import configs
-from .names import Unjudged, Unresolved
+from .._wire import config_walk
+from .resolution import Unjudged, Unresolved
 from .rules import ALLOW_CALLBACKS_ADVICE
 
 DIALECT_TABLES = {"keras3": "keras3.json", "tf_keras": "tf_keras.json"}
@@ -170,8 +170,8 @@ def static_candidates(node: dict, dialect: str, spelt: list[str]) -> Iterator[Na
         if dialect == "tf_keras" and (module == "keras" or module.startswith("keras.")):
             module = "tf_" + module
         if owning_dialect(module) is None:
-            if dialect == "tf_keras" and any("." in name for name in configs.dotted_names(node)):
-                yield Unresolved(f"{module}.{configs.dotted_names(node)[0]}")  # as names.dotted_attribute refuses
+            if dialect == "tf_keras" and any("." in name for name in config_walk.dotted_names(node)):
+                yield Unresolved(f"{module}.{config_walk.dotted_names(node)[0]}")  # as names.dotted_attribute refuses
             elif module.split(".", 1)[0] in sys.stdlib_module_names or module == "builtins":
                 yield Named(f"{module}.{spelt[0] if spelt else '?'}")  # a standard-library name: refused
             else:
@@ -195,9 +195,9 @@ def unlisted(node: dict, dialect: str, custom_names: frozenset[str] = frozenset(
     ``custom_names`` (the payload's and the caller's custom objects, which Keras looks up first)."""
     if node.get("class_name") == "function" and not isinstance(node.get("config"), str):
         return None  # Keras fails on it before it looks anything up
-    if custom_names.intersection(configs.spellings(node)):
+    if custom_names.intersection(config_walk.spellings(node)):
         return None
-    for found in static_candidates(node, dialect, configs.spellings(node)):
+    for found in static_candidates(node, dialect, config_walk.spellings(node)):
         if isinstance(found, Named) and owning_dialect(found.path) and role_of(found.path) is None:
             return found.path
     return None

@@ -1,10 +1,8 @@
-"""What keras_pickle knows of tf-keras (Keras 2, the ``tf_keras`` package): the sibling of
-:mod:`keras_pickle._keras3`.
+"""What keras_pickle knows of tf-keras (Keras 2, the ``tf_keras`` package), imported on first use.
 
-How a tf-keras model is walked and its variables keyed (``walk``), how its state is read and
-given back, optimizer slots and random-generator state included (``state``), how its config is
-written and rebuilt (``build``), what safe mode needs to know of it (``safe_mode``: its registry, how its
-deserializer resolves a config's names), and which of its classes
-``install()`` gives the pickle protocol (``classes``). tf-keras is imported on first use
-(:func:`keras_pickle._tfkeras.classes.tf_keras`), never by ``import keras_pickle``.
+* :mod:`.classes`: tf-keras imported when first needed; the base classes ``install()`` patches.
+* :mod:`.walk`: a tf-keras model's layers, variables keyed by position and own name, generators, tables.
+* :mod:`.state`: every value of a tf-keras model read as numpy and given back.
+* :mod:`.rebuild`: a tf-keras config written, and the object rebuilt from it.
+* :mod:`.safe_mode`: what safe mode needs from tf-keras: its registry and how its deserializer resolves names.
 """

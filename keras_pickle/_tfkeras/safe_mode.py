@@ -14,9 +14,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from .._safe_mode import names
+from .._safe_mode import resolution
 from .._safe_mode.decision import Candidates
-from .._wire import configs
+from .._wire import config_walk
 from .._wire.refs import is_carried, unwrap
 from .._wire.schema import DIALECT_TF_KERAS
 from . import classes
@@ -49,19 +49,19 @@ def resolver(table: dict[str, Any], caller_objects: dict[str, Any]) -> Candidate
     """Every object tf-keras's deserializer could resolve a config node to: custom objects (the payload's
     ``table``, the caller's, a held ``custom_object_scope``, the registry), tf-keras's layer namespaces
     (it resolves module-less names at every depth), its public API and built-in function modules, the
-    attribute of an imported module (:func:`~keras_pickle._safe_mode.names.module_candidates`: tf-keras
+    attribute of an imported module (:func:`~keras_pickle._safe_mode.resolution.module_candidates`: tf-keras
     imports any module a config names, so a module not imported is refused), and what an op layer calls
-    (:func:`~keras_pickle._safe_mode.names.op_layer_calls`)."""
+    (:func:`~keras_pickle._safe_mode.resolution.op_layer_calls`)."""
     namespaces = (vars(classes.tf_keras().layers), vars(classes.tf_keras().src.layers), _legacy_objects())
 
     def candidates(node: dict) -> Iterator[tuple[Any, bool]]:
         found = list(named(node))
         yield from found
-        layers = names.op_layer_kinds(obj for obj, _ in found if isinstance(obj, type))
-        yield from names.op_layer_calls(layers, node)
+        layers = resolution.op_layer_kinds(obj for obj, _ in found if isinstance(obj, type))
+        yield from resolution.op_layer_calls(layers, node)
 
     def named(node: dict) -> Iterator[tuple[Any, bool]]:
-        spelt = configs.spellings(node)
+        spelt = config_walk.spellings(node)
         scope = _registry()._THREAD_LOCAL_CUSTOM_OBJECTS.__dict__
         for name in spelt:
             for source in (table, caller_objects, scope, _registry()._GLOBAL_CUSTOM_OBJECTS):
@@ -75,13 +75,13 @@ def resolver(table: dict[str, Any], caller_objects: dict[str, Any]) -> Candidate
             return
         if module in _MODULES or module.startswith(tuple(f"{m}." for m in _MODULES)):
             for name in spelt:
-                yield names.public_symbol(f"{module}.{name}"), False
+                yield resolution.public_symbol(f"{module}.{name}"), False
         if module == "builtins":
             for namespace in classes.tf_keras().src.saving.serialization_lib.BUILTIN_MODULES:
                 for name in spelt:
-                    yield names.public_symbol(f"keras.{namespace}.{name}"), False
+                    yield resolution.public_symbol(f"keras.{namespace}.{name}"), False
             # Where none is found, tf-keras goes on to the builtins module itself, as below.
-        yield from names.module_candidates(node, DIALECT_TF_KERAS)
+        yield from resolution.module_candidates(node, DIALECT_TF_KERAS)
 
     return candidates
 

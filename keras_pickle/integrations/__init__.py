@@ -11,8 +11,10 @@ executed; :mod:`._imports`), whichever is imported first:
   re-applied right after it (:mod:`._scikeras`).
 * Dask's ``distributed`` registers a Keras 2 serializer that fails on every
   Keras 3 model, and Dask tokenizes models by pickling and unpickling them;
-  both are replaced (:mod:`._dask`). :class:`.dask.InstallOnWorkers` installs
+  both are replaced (:mod:`._dask`). :class:`.dask.InstallOnWorkers` (:mod:`.dask`) installs
   keras_pickle on workers that create models themselves.
+
+:mod:`.mlflow` is the MLflow flavor (``keras_pickle.integrations.mlflow.log_model`` / ``load_model``).
 """
 
 from __future__ import annotations

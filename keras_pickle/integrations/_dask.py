@@ -30,7 +30,7 @@ import keras
 import numpy as np
 import xxhash
 
-from .._capture.by_value import ByValue
+from .._capture.main_script import ByValue
 from ..errors import KerasPickleError
 
 _saved: list[tuple[Any, type, Any]] = []  # (dispatch, type, what it had) for uninstall

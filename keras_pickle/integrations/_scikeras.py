@@ -36,7 +36,7 @@ from typing import Any
 
 import keras
 
-from .._capture.by_value import ByValue, of_main_script
+from .._capture.main_script import ByValue, of_main_script
 
 _MARK = "__keras_pickle__"
 _MISSING = object()

@@ -122,7 +122,7 @@ def test_models_with_custom_layers_are_fine_and_weights_are_not_serialized():
     model = zoo.trained(zoo.functional)
     feeder = Feeder(np.zeros((2, 2)), transform=model)
     with (
-        mock.patch("keras_pickle._capture.payload.layer_payload", side_effect=AssertionError("serialized")),
+        mock.patch("keras_pickle._capture.encode.layer_payload", side_effect=AssertionError("serialized")),
         mock.patch("keras_pickle._keras3.backend.to_numpy", side_effect=AssertionError("read weights")),
     ):
         report = keras_pickle.check(feeder)
@@ -336,7 +336,7 @@ def apply_model(inner):
 @contextlib.contextmanager
 def no_weights_read():
     with (
-        mock.patch("keras_pickle._capture.payload.layer_payload", side_effect=AssertionError("serialized")),
+        mock.patch("keras_pickle._capture.encode.layer_payload", side_effect=AssertionError("serialized")),
         mock.patch("keras_pickle._keras3.backend.to_numpy", side_effect=AssertionError("read weights")),
     ):
         yield

@@ -182,8 +182,8 @@ def test_the_layer_check_catches_what_it_guards():
     # The checks above are only as good as the import reader: it must see a function-level
     # import, resolve a relative one, and find the reconstructor's dependency on the payload code.
     seen = imports_of("keras_pickle._protocol.reconstruct")
-    assert ("keras_pickle._rebuild.payload", False) in [(t, f) for t, f, _ in seen]
-    assert layer_of("keras_pickle._rebuild.payload") == SIDES and layer_of("keras_pickle._wire.schema") == BOTTOM
+    assert ("keras_pickle._rebuild.decode", False) in [(t, f) for t, f, _ in seen]
+    assert layer_of("keras_pickle._rebuild.decode") == SIDES and layer_of("keras_pickle._wire.schema") == BOTTOM
     lazy = [(t, f) for t, f, _ in imports_of("keras_pickle.cli")]
     assert ("keras_pickle._check", True) in lazy and ("keras_pickle._inspect", False) in lazy
     assert "keras_pickle._protocol.install" in internal_graph()["keras_pickle._format"]

@@ -21,7 +21,7 @@ import keras_pickle
 from keras_pickle._inspect.machine import evaluate
 from keras_pickle._inspect.opening import opened
 from keras_pickle._inspect.values import Global
-from keras_pickle._keras3 import names as _names
+from keras_pickle._keras3 import survey as _survey
 
 NAMES = ["functional", "subclassed"]
 # Builders in zoo. Between them: a nested Sequential, auto-named sublayers, seed
@@ -201,7 +201,7 @@ def test_a_layer_shared_through_configs_is_marked_everywhere_and_shared_again():
     with serialization_lib.ObjectSharingScope():
         by_keras = serialization_lib.serialize_keras_object(model)
     # Keras marks the tied Dense on its 2nd and 3rd occurrence only; keras_pickle marks all three.
-    assert [object_id for _path, object_id in _names._shared_marks(by_keras)] == [id(model.layers[1].inner)] * 2
+    assert [object_id for _path, object_id in _survey._shared_marks(by_keras)] == [id(model.layers[1].inner)] * 2
     config_text = body_of(pickle.dumps(model))["config"]
     assert shared_ids(config_text) == [1, 1, 1]
     stateless = [
@@ -249,7 +249,7 @@ def test_canonical_config_keeps_equal_ids_equal_and_distinct_ids_distinct():
         ]
     }
     original = copy.deepcopy(config)
-    canonical = _names.canonical_config(config)
+    canonical = _survey.canonical_config(config)
     assert config == original, "the input must not change"
     layers = canonical["layers"]
     for stateless in (layers[0]["dtype"], layers[1]["r"], layers[3]["q"]):
@@ -257,7 +257,7 @@ def test_canonical_config_keeps_equal_ids_equal_and_distinct_ids_distinct():
     assert [layers[0]["a"]["shared_object_id"], layers[1]["b"][0]["shared_object_id"]] == [1, 2]
     assert layers[2]["a"]["shared_object_id"] == 1 and layers[3]["b"]["shared_object_id"] == 2
     assert layers[2]["c"][0]["shared_object_id"] == 3  # id 5, as the dropped policy had: still its own
-    assert _names.canonical_config(canonical) == canonical
+    assert _survey.canonical_config(canonical) == canonical
 
 
 def keys_of(data: bytes) -> tuple[list[str], list[str]]:

@@ -20,9 +20,9 @@ from test_format import Forged, reduced
 from test_format_spec import RESTORE, RESTORE_WITH_STATE, STORED, Call, assert_valid, read, to_json
 
 import keras_pickle
-from keras_pickle._keras3 import names
+from keras_pickle._keras3 import survey as _survey
 from keras_pickle._wire import checksum, schema, upgrade
-from keras_pickle._wire.body_sections import place_position, positional_place
+from keras_pickle._wire.layout import place_position, positional_place
 
 PACKAGE = Path(keras_pickle.__file__).resolve().parent
 _V3_FIELDS = ("metric_variables", "held_optimizers", "constructed", "compile_call", "compile_objects")
@@ -96,7 +96,7 @@ def written_as(version: int, model: keras.Model, place_of=None) -> tuple[dict, d
     """A payload of ``model`` in format ``version`` (1 or 2), as that keras_pickle wrote it: layer state keyed
     by the layer's index in ``_flatten_layers()``, no version 3 sections, checksummed as that version was."""
     header, body = reduced(model, protocol=4)
-    survey = names.survey(model)
+    survey = _survey.survey(model)
     index = {survey.places[id(layer)]: position for position, layer in enumerate(survey.layers)}
     header = {key: value for key, value in header.items() if key != "dialect"}
     header["format_version"] = version
@@ -154,7 +154,7 @@ def test_a_positional_place_is_no_layer_s_own_place():
     for place in ("", "dense", "#3", "3/", "#03/", "#-1/", "block/#3/", "dense#2", "#3/x"):
         assert place_position(place) is None, place
     nested = keras.Sequential([keras.Input((2,)), keras.Sequential([keras.layers.Dense(2, name="")], name="")])
-    places = names.survey(nested).places.values()
+    places = _survey.survey(nested).places.values()
     assert all(not place.endswith("/") and place_position(place) is None for place in places), places
 
 

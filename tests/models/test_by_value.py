@@ -16,7 +16,7 @@ import pytest
 from helpers import TESTS_DIR, run_python, run_script
 
 import keras_pickle
-from keras_pickle._rebuild.by_value import by_value
+from keras_pickle._rebuild.load_by_value import by_value
 
 # A main script's opening: keras_pickle installed, a custom layer defined in __main__.
 OPENING = """

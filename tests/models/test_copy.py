@@ -36,7 +36,7 @@ def test_deepcopy_is_faithful_and_independent(kind):
 def test_deepcopy_does_not_serialize():
     model = zoo.trained(zoo.sequential)
     with mock.patch.object(pickle, "dumps", side_effect=AssertionError("pickled")):
-        with mock.patch("keras_pickle._capture.payload.layer_payload", side_effect=AssertionError("payload")):
+        with mock.patch("keras_pickle._capture.encode.layer_payload", side_effect=AssertionError("payload")):
             twin = copy.deepcopy(model)
     assert_same_state(model, twin)
 

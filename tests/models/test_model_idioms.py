@@ -394,13 +394,14 @@ def test_each_instance_of_a_functional_subclass_keeps_its_own_arguments():
 
 
 def test_a_graph_reference_to_no_tensor_is_a_corrupt_payload():
-    from keras_pickle._capture import payload as _capture_payload
+    from keras_pickle._capture import encode as _capture_encode
     from keras_pickle._keras3 import graph as _graph
-    from keras_pickle._rebuild import build as _build
+    from keras_pickle._protocol import dialects
+    from keras_pickle._rebuild import from_blueprint as _from_blueprint
 
-    taken = _capture_payload.snapshot(ForwardingTrainStep(*graph()))
+    taken = _capture_encode.snapshot(ForwardingTrainStep(*graph()), dialects.KERAS3)
     config = json.loads(taken.config_json)
     config["config"][_graph.TENSORS_KEY][1][1] = ["no_such_layer", 0, 0]
     corrupt = dataclasses.replace(taken, config_json=json.dumps(config))
     with pytest.raises(keras_pickle.KerasUnpicklingError, match="names no tensor of its graph"):
-        _build.rebuild_with_state(corrupt, safe_mode=True)
+        _from_blueprint.rebuild_with_state(corrupt, safe_mode=True)

@@ -18,7 +18,7 @@ import test_real_models
 import test_recorded_arguments
 import zoo
 
-from keras_pickle._rebuild import build as _build
+from keras_pickle._rebuild import from_blueprint as _from_blueprint
 
 pytestmark = pytest.mark.backends  # tests/run_all.py runs this file on every backend
 
@@ -74,8 +74,10 @@ def comparable(blueprint) -> dict:
 def test_deepcopy_rebuilds_from_what_a_pickle_carries(name, monkeypatch):
     model = MODELS[name]()
     seen = []
-    original = _build.rebuild_with_state
-    monkeypatch.setattr(_build, "rebuild_with_state", lambda b, **k: seen.append(comparable(b)) or original(b, **k))
+    original = _from_blueprint.rebuild_with_state
+    monkeypatch.setattr(
+        _from_blueprint, "rebuild_with_state", lambda b, **k: seen.append(comparable(b)) or original(b, **k)
+    )
     pickle.loads(pickle.dumps(model))
     pickled = seen[-1]  # the model's own: arguments, if any, are rebuilt before it
     copy.deepcopy(model)

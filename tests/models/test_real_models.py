@@ -13,7 +13,7 @@ from helpers import assert_same_state, assert_trains_identically
 from keras import ops
 
 import keras_pickle
-from keras_pickle._keras3 import names as _names
+from keras_pickle._keras3 import survey as _survey
 
 pytestmark = pytest.mark.backends  # tests/run_all.py runs this file on every backend
 
@@ -87,8 +87,8 @@ def quantized_model(mode: str) -> keras.Model:
 
 def values_by_place(model: keras.Model) -> dict[str, tuple]:
     """Every variable and optimizer slot, keyed by its place in the model (independent of creation order)."""
-    keys = _names.variable_keys(model)
-    slots = _names.optimizer_variable_keys(model.optimizer, list(zip(model.variables, keys)))
+    keys = _survey.variable_keys(model)
+    slots = _survey.optimizer_variable_keys(model.optimizer, list(zip(model.variables, keys)))
     pairs = [*zip(keys, model.variables), *zip(slots, model.optimizer.variables)]
     assert len({key for key, _ in pairs}) == len(pairs), "places are not unique"
     values = {}
@@ -150,7 +150,7 @@ def test_a_stateful_rnn_carries_its_states():
 
 def test_models_with_concrete_valued_variables_are_built_once_on_load(monkeypatch):
     """A stateful RNN makes its states from zeros in build(): the deferred rebuild no longer falls back."""
-    from keras_pickle._rebuild import build as _build
+    from keras_pickle._rebuild import from_blueprint as _from_blueprint
 
     model = keras.Sequential(
         [keras.Input((3, 2), batch_size=4), keras.layers.GRU(5, stateful=True), keras.layers.Dense(1)]
@@ -158,8 +158,8 @@ def test_models_with_concrete_valued_variables_are_built_once_on_load(monkeypatc
     model(np.random.default_rng(0).normal(size=(4, 3, 2)).astype("float32"))  # carried states are not zeros
     data = pickle.dumps(model)
     builds = []
-    original = _build.from_config
-    monkeypatch.setattr(_build, "from_config", lambda *a, **k: builds.append(1) or original(*a, **k))
+    original = _from_blueprint.from_config
+    monkeypatch.setattr(_from_blueprint, "from_config", lambda *a, **k: builds.append(1) or original(*a, **k))
     for restored in (pickle.loads(data), copy.deepcopy(model)):
         assert_same_state(model, restored)
     assert len(builds) == 2, f"{len(builds)} builds for 2 copies"

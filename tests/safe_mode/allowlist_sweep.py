@@ -32,7 +32,7 @@ def main() -> None:
     import keras_pickle
     from keras_pickle._rebuild.vetting import globals_policy
     from keras_pickle._safe_mode.decision import is_stdlib, refusal
-    from keras_pickle._safe_mode.names import resolve_as_defined
+    from keras_pickle._safe_mode.resolution import resolve_as_defined
 
     functions = {}
     for module_name, module in list(sys.modules.items()):

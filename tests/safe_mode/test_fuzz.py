@@ -31,7 +31,7 @@ from hypothesis import strategies as st
 
 import keras_pickle
 from keras_pickle import _format, limits
-from keras_pickle._rebuild import payload as _rebuild_payload
+from keras_pickle._rebuild import decode as _rebuild_decode
 from keras_pickle._wire import arrays, schema
 
 BUDGET = int(os.environ.get("KERAS_PICKLE_FUZZ_EXAMPLES", "1500"))
@@ -308,7 +308,7 @@ def nothing_decoded(monkeypatch):
         raise AssertionError("the payload was decoded before it was refused")
 
     monkeypatch.setattr(arrays, "decode_array", forbidden)
-    monkeypatch.setattr(_rebuild_payload, "object_from_payload", forbidden)
+    monkeypatch.setattr(_rebuild_decode, "object_from_payload", forbidden)
 
 
 def loads_within(data: bytes, limit_bytes: int = 16 << 20) -> BaseException:

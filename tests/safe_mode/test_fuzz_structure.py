@@ -49,7 +49,7 @@ POOL = [
     GlobalRef("keras.src.saving.serialization_lib", "enable_unsafe_deserialization"),
     GlobalRef("keras.src.backend.config", "set_floatx"),
     GlobalRef("keras.src.activations.activations", "relu"),
-    GlobalRef("keras_pickle._safe_mode.names", "inspect.os.spawnv"),
+    GlobalRef("keras_pickle._safe_mode.resolution", "inspect.os.spawnv"),
     GlobalRef("keras_pickle._reader.unpickler", "pickle._loads"),
     GlobalRef("numpy", "save"),
     GlobalRef("os", "system"),

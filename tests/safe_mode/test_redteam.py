@@ -72,7 +72,7 @@ def with_layer(parts, layer_config: dict, custom_objects: dict) -> bytes:
 
 # (module the payload names, a dotted path through it to a dangerous callable)
 TRAVERSALS = [
-    ("keras_pickle._safe_mode.names", "inspect.os.spawnv"),
+    ("keras_pickle._safe_mode.resolution", "inspect.os.spawnv"),
     ("keras_pickle._reader.unpickler", "pickle._loads"),
     ("keras_pickle._safe_mode.decision", "sys.modules"),
     ("keras_pickle._api", "pickle.loads"),
@@ -104,7 +104,7 @@ def test_the_reported_exploit_runs_nothing(marker, parts):
     }
     table = {
         "Foo": GlobalRef("keras.src.layers.core.lambda_layer", "Lambda"),
-        "spawnv": GlobalRef("keras_pickle._safe_mode.names", "inspect.os.spawnv"),
+        "spawnv": GlobalRef("keras_pickle._safe_mode.resolution", "inspect.os.spawnv"),
     }
     assert_refused(with_layer(parts, layer, table), marker)
     # What keras-pickle inspect says of it: the same verdict.

@@ -21,10 +21,10 @@ from redteam import Effects
 import keras_pickle
 import keras_pickle._allow  # noqa: F401  (imported on first load: imported here, so that imports show effects)
 import keras_pickle._api  # noqa: F401
-from keras_pickle import _dialect
+from keras_pickle._protocol import dialects
 from keras_pickle._rebuild import vetting
-from keras_pickle._safe_mode import configs as safe_configs
-from keras_pickle._safe_mode import names
+from keras_pickle._safe_mode import config_judge as safe_configs
+from keras_pickle._safe_mode import resolution
 
 pytestmark = pytest.mark.tf_keras
 
@@ -39,7 +39,7 @@ def parts():
 
 def refusals(config) -> list:
     """What safe mode's one judge says of ``config`` in a tf-keras payload, as ``loads`` would ask it."""
-    policy, resolver = vetting.globals_policy(), vetting.dialect_resolver({}, _dialect.TF_KERAS)
+    policy, resolver = vetting.globals_policy(), dialects.TF_KERAS.resolver({}, {})
     return list(safe_configs.config_refusals(config, policy, resolver, dialect="tf-keras"))
 
 
@@ -111,10 +111,10 @@ def test_a_dotted_name_that_reaches_a_registered_function_still_loads(parts):
     module.Holder = Holder
     sys.modules[module.__name__] = module
     try:
-        found = names.dotted_attribute(vars(module), "Holder.double")
+        found = resolution.dotted_attribute(vars(module), "Holder.double")
         assert found is Holder.__dict__["double"].__func__
-        assert isinstance(names.dotted_attribute(vars(module), "Holder.mro"), names.Unresolved)
-        assert names.dotted_attribute(vars(module), "Nothing.here") is None
+        assert isinstance(resolution.dotted_attribute(vars(module), "Holder.mro"), resolution.Unresolved)
+        assert resolution.dotted_attribute(vars(module), "Nothing.here") is None
     finally:
         del sys.modules[module.__name__]
 

@@ -12,11 +12,11 @@ import types
 from collections.abc import Iterator
 from typing import Any, NamedTuple
 
-from .._wire import configs
+from .._wire import config_walk
 from .._wire.reprs import bounded_repr
 from ..errors import LambdaLayerError, UnsafePayloadError
 from .decision import KERAS_FREE_POLICY, Candidates, GlobalsPolicy, refusal
-from .names import Unjudged, Unresolved
+from .resolution import Unjudged, Unresolved
 from .roles import SPECIAL_VALUES, value_refusal, walk
 from .rules import (
     FILE_READING,
@@ -37,7 +37,7 @@ def refused_layer_spelt(node: dict) -> str | None:
     of its spellings, whatever its ``module`` says (or whether it has one); ``None`` otherwise."""
     if node.get("class_name") == "function":
         return None
-    for name in configs.spellings(node):
+    for name in config_walk.spellings(node):
         if name in REFUSED_LAYERS:
             return name
     return None
@@ -80,9 +80,9 @@ def lambdas(config: Any) -> list[LambdaCode]:
     """The Lambda layers (spelt any way, with or without a module), and the inline Python lambdas
     outside them (:func:`inline_code`), in document order."""
     found = []
-    for node in configs.iter_nodes(config, descend=lambda n: not (_is_lambda_layer(n) or inline_code(n))):
+    for node in config_walk.iter_nodes(config, descend=lambda n: not (_is_lambda_layer(n) or inline_code(n))):
         if _is_lambda_layer(node):
-            found.append(LambdaCode(configs.layer_name(node)))
+            found.append(LambdaCode(config_walk.layer_name(node)))
         elif (code := inline_code(node)) is not None:
             found.append(code)
     return found
@@ -102,10 +102,10 @@ class ForeignLayer(NamedTuple):
 def foreign_layers(config: Any) -> list[ForeignLayer]:
     """The layers that embed code or another format, spelt any way, in document order."""
     found = []
-    for node in configs.named_nodes(config):
+    for node in config_walk.named_nodes(config):
         class_name = refused_layer_spelt(node)
         if class_name in FOREIGN_LAYERS:
-            found.append(ForeignLayer(class_name, configs.layer_name(node)))
+            found.append(ForeignLayer(class_name, config_walk.layer_name(node)))
     return found
 
 
@@ -138,7 +138,7 @@ def _field_refusal(node: dict, merges: bool, fields: Any, dialect: str) -> Unsaf
             what = f"{field} file {bounded_repr(inner[field])}"
             return _trust_refusal(
                 what,
-                f"the {what} of layer {bounded_repr(configs.layer_name(node))} in the {dialect} config: "
+                f"the {what} of layer {bounded_repr(config_walk.layer_name(node))} in the {dialect} config: "
                 + FILE_READING.format(field=field),
             )
     return None
@@ -229,7 +229,7 @@ def config_refusals(
             continue
         if not named:
             continue
-        spelt = configs.spellings(node)
+        spelt = config_walk.spellings(node)
         fields = [field for name in spelt for field in FILE_READING_LAYERS.get(name, ())]
         error = _field_refusal(node, any(name in MODULE_MERGING_LAYERS for name in spelt), fields, dialect)
         if error is not None:
@@ -346,7 +346,7 @@ def _string_refusal(
 
 
 def _layer_refusal(node: dict, kind: str, dialect: str, named: Any = None) -> UnsafePayloadError:
-    layer = bounded_repr(configs.layer_name(node))
+    layer = bounded_repr(config_walk.layer_name(node))
     spelt = named.__qualname__ if isinstance(named, type) else node.get("class_name")
     alias = "" if spelt == kind else f" (named {bounded_repr(spelt)})"
     what = f"{kind} layer {layer}"

@@ -24,7 +24,7 @@ from typing import Any
 import keras
 from keras import tree
 
-from ..errors import StateMismatchError
+from ...errors import StateMismatchError
 
 METRICS_PREFIX = "compile_metrics/"
 LOSS_PREFIX = "compile_loss/"

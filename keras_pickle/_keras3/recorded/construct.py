@@ -2,7 +2,7 @@
 rebuilt from their recorded constructor arguments instead of a config.
 
 When ``install()`` ran before such an object was constructed
-(:mod:`keras_pickle._keras3.records`), its config is a placeholder,
+(:mod:`keras_pickle._keras3.recorded.records`), its config is a placeholder,
 ``{"name": ..., "keras_pickle_constructed": i}``, and the payload carries
 ``(class, args, kwargs)`` as entry ``i`` of its ``constructed`` list. The
 arguments travel in the same pickle stream as the object: a model passed to
@@ -34,10 +34,10 @@ from typing import Any
 
 import keras
 
-from .._wire.refs import unwrap
-from ..errors import KerasUnpicklingError, UnrecoverableConfigError
+from ..._wire.refs import unwrap
+from ...errors import KerasUnpicklingError, UnrecoverableConfigError
 from . import compile_objects as _compile_objects
-from . import graph as _graph
+from .. import graph as _graph
 from . import records as _records
 from .records import CONSTRUCTED_KEY
 

@@ -11,11 +11,11 @@ breaks that in two ways keras.io's own examples show:
   ``regularization_factor=0.5`` would come back as its default.
 
 While ``install()`` is in effect, constructing such a subclass (one outside Keras whose ``from_config``
-is Keras's) records its arguments, as :mod:`keras_pickle._keras3.records` does for layers. Within a dump
+is Keras's) records its arguments, as :mod:`keras_pickle._keras3.recorded.records` does for layers. Within a dump
 its config is then the placeholder ``{"name", "keras_pickle_constructed": i}`` whenever its constructor
 is the class's own but its ``get_config`` is Keras's, or its config does not bind to its constructor,
 and the object is rebuilt by calling its class with the recorded arguments
-(:mod:`keras_pickle._keras3.construct`). An object
+(:mod:`keras_pickle._keras3.recorded.construct`). An object
 constructed before ``install()`` that would not rebuild is refused at ``dumps`` (:func:`refusal`), its
 class named first.
 """

@@ -18,7 +18,7 @@ import types
 from collections.abc import Iterable, Iterator
 from typing import Any, NamedTuple
 
-from .._wire import configs
+from .._wire import config_walk
 from .._wire.reprs import bounded_repr
 from .._wire.schema import DIALECT_KERAS3, DIALECT_TF_KERAS
 from ..errors import UnsafePayloadError
@@ -52,7 +52,7 @@ def resolve_as_defined(module: str, name: str) -> Any:
 
     Only a module already in ``sys.modules``, looked up statically (a lazy ``__getattr__`` never
     runs); a dotted ``name`` descends through classes only, never through another module
-    (``keras_pickle._safe_mode.names`` + ``inspect.os.system`` is refused); and the object found must
+    (``keras_pickle._safe_mode.resolution`` + ``inspect.os.system`` is refused); and the object found must
     say it is defined there under that name (its ``__module__`` is that module, or the same
     module object as the main script's ``__main__`` / ``__mp_main__``, and its ``__qualname__`` is
     ``name``), so an alias one module keeps of another's object never resolves.
@@ -159,7 +159,7 @@ def module_candidates(node: dict, dialect: str, *, missing: str = "refuse") -> I
     name = imported_module(node.get("module"), dialect)
     if name is None:
         return
-    names = configs.spellings(node)
+    names = config_walk.spellings(node)
     loaded = sys.modules.get(name)
     if loaded is None:
         what = f"{node['module']}.{names[0] if names else '?'}"
@@ -170,7 +170,7 @@ def module_candidates(node: dict, dialect: str, *, missing: str = "refuse") -> I
         raise UnsafePayloadError(message, what=what)
     for spelt in names:
         yield vars(loaded).get(spelt), False
-    for dotted in configs.dotted_names(node):
+    for dotted in config_walk.dotted_names(node):
         yield dotted_attribute(vars(loaded), dotted), False
 
 
@@ -198,7 +198,7 @@ def op_layer_kinds(classes: Iterable[type]) -> list[tuple[str, str]]:
 def op_layer_spelt(node: dict) -> list[tuple[str, str]]:
     """``(name, kind)`` for each op layer of :data:`~.rules.OP_LAYERS` ``node`` names by one of its spellings:
     the Keras-free inspector's view (:func:`op_layer_kinds` judges the classes tf-keras would build)."""
-    return [(name, _OP_KIND.get(name, name)) for name in configs.spellings(node) if name in OP_LAYERS]
+    return [(name, _OP_KIND.get(name, name)) for name in config_walk.spellings(node) if name in OP_LAYERS]
 
 
 def public_symbol(api_name: Any) -> Any:

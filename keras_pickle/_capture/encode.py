@@ -7,18 +7,19 @@ import json
 from typing import Any
 
 from .. import _dialect
+from .._dialect import Dialect
 from .._keras3 import backend as _backend
-from .._keras3 import compile as _compile
-from .._keras3 import compile_objects as _compile_objects
-from .._keras3 import construct as _construct
-from .._keras3 import records as _records
-from .._keras3 import weight_decay as _weight_decay
+from .._keras3.recorded import compile as _compile
+from .._keras3.recorded import compile_objects as _compile_objects
+from .._keras3.recorded import construct as _construct
+from .._keras3.recorded import records as _records
+from .._keras3.recorded import weight_decay as _weight_decay
 from .._keras3.census import Census
 from .._keras3.state import Blueprint
 from .._options import dump_options
 from .._pickling_context import array_store
 from .._tfkeras import state as _tfkeras_state
-from .._wire import arrays, schema
+from .._wire import arrays, layout, schema
 from ..errors import KerasPickleError, KerasPicklingError, PickleRefusedError, UnrecoverableConfigError
 from . import checks as _dump_checks
 from . import config as _config
@@ -43,19 +44,18 @@ class CheckedConfig:
     compiled: _compile.CompileCapture
 
 
-def snapshot(layer: Any, *, copied_now: bool = False, on_device: bool = False) -> Blueprint:
-    """Everything that travels for a layer or model: what pickling encodes and what deepcopy rebuilds from.
+def snapshot(layer: Any, dialect: Dialect, *, copied_now: bool = False, on_device: bool = False) -> Blueprint:
+    """Everything that travels for a Keras 3 layer or model: what pickling encodes and what deepcopy
+    rebuilds from (``Dialect.snapshot``; ``dialect`` is Keras 3's).
 
     One definition for both paths, so that an in-process copy carries exactly what a pickle carries.
     ``copied_now``: the caller copies every value before it returns (a deep copy, an in-band pickle),
     so values may share memory with the live variables instead of being snapshots. ``on_device``: an
     in-process copy, whose values stay backend tensors on their device (no host round trip).
     """
-    if _dialect.of(layer) == _dialect.TF_KERAS:
-        return _tf_keras_snapshot(layer)
     _backend.sync_training_state(layer)
     census = Census(layer)
-    checked = checked_config(layer, census, in_process=on_device)
+    checked = checked_config(layer, dialect, census, in_process=on_device)
     compiled = checked.compiled
     return Blueprint(
         config_json=checked.config_json,
@@ -74,19 +74,22 @@ def snapshot(layer: Any, *, copied_now: bool = False, on_device: bool = False) -
     )
 
 
-def _tf_keras_snapshot(layer: Any) -> Blueprint:
-    """What travels for a tf-keras layer or model: its config, the custom objects it names, its state
-    (:mod:`keras_pickle._tfkeras.state`). tf-keras records no constructor or ``compile()`` calls."""
-    config = _serialize(layer)
+def tf_keras_snapshot(layer: Any, dialect: Dialect, *, copied_now: bool = False, on_device: bool = False) -> Blueprint:
+    """What travels for a tf-keras layer or model (``Dialect.snapshot``; ``dialect`` is tf-keras's): its
+    config, the custom objects it names, its state (:mod:`keras_pickle._tfkeras.state`, always read as
+    snapshots). tf-keras records no constructor or ``compile()`` calls."""
+    config = _serialize(layer, dialect)
     return Blueprint(
         config_json=_config.config_to_json(config, layer),
-        custom_objects=_custom_objects.collect(config, layer),
+        custom_objects=_custom_objects.collect(config, layer, dialect),
         state=_tfkeras_state.capture(layer),
         dtype_policy="",  # tf-keras layers record their own policies in their configs
     )
 
 
-def checked_config(layer: Any, census: Census | None = None, *, in_process: bool = False) -> CheckedConfig:
+def checked_config(
+    layer: Any, dialect: Dialect, census: Census | None = None, *, in_process: bool = False
+) -> CheckedConfig:
     """The layer's config as JSON, the custom objects it names and the recorded constructor calls it
     stands for, after every dump-time check.
 
@@ -98,19 +101,19 @@ def checked_config(layer: Any, census: Census | None = None, *, in_process: bool
     _dump_checks.check_constructor_recoverable(census)
     _dump_checks.check_lambdas_self_contained(census)
     with _records.collecting_constructed() as collected:
-        config = _serialize(layer)
+        config = _serialize(layer, dialect)
     constructed = _construct.of(collected.objects)
     serialize = _plain_optimizer_config_json if in_process else _optimizer_config_json
-    compiled = _compile.capture(layer, serialize)  # refuses a compile() it could not replay
-    custom_objects = _custom_objects.collect(config, census)
+    compiled = _compile.capture(layer, lambda optimizer: serialize(optimizer, dialect))  # refuses what it cannot replay
+    custom_objects = _custom_objects.collect(config, census, dialect)
     for object_json in [*(held[2] for held in compiled.held), *compiled.marked.values()]:
-        custom_objects.update(_custom_objects.collect(json.loads(object_json), census))
+        custom_objects.update(_custom_objects.collect(json.loads(object_json), census, dialect))
     return CheckedConfig(_config.config_to_json(config, layer), custom_objects, constructed, compiled)
 
 
-def _optimizer_config_json(optimizer: Any) -> str:
+def _optimizer_config_json(optimizer: Any, dialect: Dialect) -> str:
     """The config of an optimizer a model holds besides ``model.optimizer``, or passes to its own ``compile()``:
-    refused where it has settings its config omits (:func:`keras_pickle._keras3.weight_decay.refusal`)."""
+    refused where it has settings its config omits (:func:`keras_pickle._keras3.recorded.weight_decay.refusal`)."""
     why = _weight_decay.refusal(optimizer)
     if why is not None:
         raise KerasPicklingError(
@@ -118,14 +121,14 @@ def _optimizer_config_json(optimizer: Any) -> str:
             f"(or passes to its own compile()): {why} keras_pickle carries these settings for model.optimizer only. "
             "copy.deepcopy of the model keeps them."
         )
-    return _plain_optimizer_config_json(optimizer)
+    return _plain_optimizer_config_json(optimizer, dialect)
 
 
-def _plain_optimizer_config_json(optimizer: Any) -> str:
-    return _config.config_to_json(_serialize(optimizer), optimizer)
+def _plain_optimizer_config_json(optimizer: Any, dialect: Dialect) -> str:
+    return _config.config_to_json(_serialize(optimizer, dialect), optimizer)
 
 
-def layer_payload(layer: Any, protocol: int) -> tuple[dict, dict]:
+def layer_payload(layer: Any, protocol: int, dialect: Dialect) -> tuple[dict, dict]:
     """The payload of a layer or model: config, every variable, custom objects.
 
     Protocols 0-4 copy each value into bytes here, and ``keras_pickle.dumps`` without a
@@ -133,7 +136,7 @@ def layer_payload(layer: Any, protocol: int) -> tuple[dict, dict]:
     under protocol 5 may hand its buffers out of band, so they are.
     """
     store = array_store()  # joblib: each weight as a numpy array it writes once and lets workers map
-    taken = snapshot(layer, copied_now=(protocol < 5 or dump_options().in_band) and store is None)
+    taken = dialect.snapshot(layer, dialect, copied_now=(protocol < 5 or dump_options().in_band) and store is None)
     state = taken.state
 
     def encoded(values: list[tuple[str, Any]]) -> list:
@@ -141,32 +144,27 @@ def layer_payload(layer: Any, protocol: int) -> tuple[dict, dict]:
             return [arrays.encode_array(path, a, protocol, data=wire_data(store, layer, path, a)) for path, a in values]
         return [arrays.encode_array(path, a, protocol) for path, a in values]
 
-    body = {
+    fields = {
         "config": taken.config_json,
-        "variables": encoded(state.variables),
-        "optimizer_variables": encoded(state.optimizer_variables),
         "optimizer_built": state.optimizer_built,
-        "layer_states": [(s.place, encoded(s.own_variables), s.assets) for s in state.layer_states],
         "custom_objects": _custom_objects.portable_mapping(taken.custom_objects),
         "dtype_policy": taken.dtype_policy,
-        "metric_variables": encoded(state.metric_variables),
-        "held_optimizers": [
-            (h.path, h.config_json, h.built, h.targets, encoded(h.variables)) for h in state.held_optimizers
-        ],
         "constructed": [(_custom_objects.portable(entry.cls), entry.args, entry.kwargs) for entry in taken.constructed],
         "compile_call": taken.compile_call,
         "compile_objects": taken.compile_objects,
+        **layout.encode(state, encoded),
     }
+    body = {field: fields[field] for field in layout.LAYER_BODY_FIELDS}
     header = _header(layer, KIND_LAYER, body, protocol)
     return header, body
 
 
-def config_payload(obj: Any, kind: str, protocol: int) -> tuple[dict, dict]:
+def config_payload(obj: Any, kind: str, protocol: int, dialect: Dialect) -> tuple[dict, dict]:
     """The config-only payload of ``obj`` (a Loss, or an allowed metric or optimizer): config, custom objects.
 
-    Refuses an optimizer with settings its config omits (:func:`keras_pickle._keras3.weight_decay.refusal`),
+    Refuses an optimizer with settings its config omits (:func:`keras_pickle._keras3.recorded.weight_decay.refusal`),
     and a loss, metric or schedule that its config cannot rebuild
-    (:func:`keras_pickle._keras3.compile_objects.standalone_refusal`): no payload is written that would
+    (:func:`keras_pickle._keras3.recorded.compile_objects.standalone_refusal`): no payload is written that would
     fail to load.
     """
     why = _compile_objects.standalone_refusal(obj)
@@ -180,10 +178,10 @@ def config_payload(obj: Any, kind: str, protocol: int) -> tuple[dict, dict]:
                 "(it carries them for model.optimizer), or call exclude_from_weight_decay() where it is loaded.",
                 obj_type=type(obj),
             )
-    config = _serialize(obj)
+    config = _serialize(obj, dialect)
     body = {
         "config": _config.config_to_json(config, obj),
-        "custom_objects": _custom_objects.portable_mapping(_custom_objects.collect(config, obj)),
+        "custom_objects": _custom_objects.portable_mapping(_custom_objects.collect(config, obj, dialect)),
     }
     header = _header(obj, kind, body, protocol)
     return header, body
@@ -203,9 +201,9 @@ def _header(obj: Any, kind: str, body: dict, protocol: int) -> dict:
     )
 
 
-def _serialize(obj: Any) -> dict:
+def _serialize(obj: Any, dialect: Dialect) -> dict:
     try:
-        return _config.config_of(obj)
+        return dialect.config_of(obj)
     except KerasPickleError:
         raise
     except NotImplementedError as e:

@@ -6,7 +6,7 @@ so only in a process running that script: Spark's broadcast (plain pickle) to ex
 notebook, a file read by another script all fail with ``AttributeError: Can't get attribute``.
 So a custom object whose ``__module__`` is ``__main__`` or ``__mp_main__`` is written as
 ``keras_pickle._format.by_value(module, qualname, data)``, ``data`` being cloudpickle's bytes of
-it; :mod:`keras_pickle._rebuild.by_value` prefers the loading process's own class of that name and
+it; :mod:`keras_pickle._rebuild.load_by_value` prefers the loading process's own class of that name and
 falls back to ``data``. Under cloudpickle too, which would carry such a class by value itself:
 inline, a class whose base the loading Keras lacks would fail inside the unpickler, before the
 reconstructor could say which Keras versions differ (cloudpickle keeps one class per class
@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .._rebuild.by_value import BY_VALUE_REMEDY, MAIN_MODULES, by_value
+from .._rebuild.load_by_value import BY_VALUE_REMEDY, MAIN_MODULES, by_value
 from .._wire.refs import InertReference
 from ..errors import CustomObjectError
 

@@ -13,13 +13,13 @@ import numpy as np
 from keras.src.models.functional import Functional
 from keras.src.saving import object_registration, serialization_lib
 
-from .._keras3 import compile as _compile
-from .._keras3 import construct as _construct
+from .._keras3.recorded import compile as _compile
+from .._keras3.recorded import construct as _construct
 from .._keras3 import convert as _convert
 from .._keras3 import deferred as _deferred
 from .._keras3 import graph as _graph
-from .._keras3 import records as _records
-from .._keras3 import weight_decay as _weight_decay
+from .._keras3.recorded import records as _records
+from .._keras3.recorded import weight_decay as _weight_decay
 from .._keras3.census import Census
 from .._keras3.state import Blueprint
 from .._safe_mode import judge_names
@@ -71,7 +71,7 @@ def rebuild_with_state(blueprint: Blueprint, *, safe_mode: bool) -> Any:
     directly from the saved values: no initializer runs for a value that is
     about to be overwritten, and no variable is written twice. If a layer
     cannot be built that way, the object is rebuilt the ordinary way. The
-    model is compiled afterwards (:mod:`keras_pickle._keras3.compile`); its optimizer
+    model is compiled afterwards (:mod:`keras_pickle._keras3.recorded.compile`); its optimizer
     is built only if the original's was, with its slots deferred in the same
     way, then the optimizer state loaded.
     """

@@ -7,7 +7,7 @@ records only what its ``compile()`` passed on to ``super().compile()``, and
 Keras's own loader then skips compiling it with a warning. Here:
 
 * a model whose ``compile()`` call keras_pickle recorded
-  (:mod:`keras_pickle._keras3.records`) is compiled by calling its ``compile()``
+  (:mod:`keras_pickle._keras3.recorded.records`) is compiled by calling its ``compile()``
   with the same arguments. Each Keras object among them that has a config
   (optimizers, losses, metrics, KerasHub samplers) is replaced by a marker
   (:data:`MARKER` and a key) and comes back as a fresh object of the same
@@ -29,9 +29,9 @@ from typing import Any
 import keras
 from keras.src.trainers.trainer import Trainer
 
-from ..errors import KerasUnpicklingError, UnrecoverableConfigError
+from ...errors import KerasUnpicklingError, UnrecoverableConfigError
 from . import compile_objects as _compile_objects
-from . import convert as _convert
+from .. import convert as _convert
 from . import records as _records
 
 MARKER = "keras_pickle:compile_object:"

@@ -4,7 +4,7 @@ A class defined in the main script (``__main__``: a notebook, a script) pickles 
 ``__main__.Name``, which only a process running the same script can resolve: a Spark executor
 (whose ``__main__`` is ``pyspark.daemon``), a forkserver child of a notebook, another script
 reading the file all fail with ``AttributeError: Can't get attribute``. Under plain pickle the
-dump side (:mod:`keras_pickle._capture.by_value`) writes such a class as ``by_value(module,
+dump side (:mod:`keras_pickle._capture.main_script`) writes such a class as ``by_value(module,
 qualname, data)``, ``data`` being the class pickled by cloudpickle. Loading it:
 
 1. where the loading process's main script defines ``qualname`` itself (the writing process, a
@@ -27,7 +27,8 @@ from typing import Any
 
 from .._options import load_options
 from .._safe_mode.decision import refusal
-from .._safe_mode.names import resolve_as_defined
+from .._safe_mode.resolution import resolve_as_defined
+from .._wire import schema
 from .._wire.refs import InertReference, qualified_name
 from .._wire.reprs import bounded_repr, shorten
 from ..errors import CustomObjectLoadError, KerasUnpicklingError, UnsafePayloadError
@@ -42,6 +43,7 @@ BY_VALUE_REMEDY = (
 )
 
 
+@schema.published(schema.BY_VALUE)
 def by_value(module: Any, qualname: Any, data: Any) -> Any:
     """The class or function of the writer's main script named ``module.qualname``, carried as ``data``.
 
@@ -80,7 +82,6 @@ def by_value(module: Any, qualname: Any, data: Any) -> Any:
     return InertReference(found, named, carried=carried)
 
 
-by_value.__module__ = "keras_pickle._format"  # the path payloads name: keras_pickle._format publishes it
 
 
 def defined_by_name(module: str, qualname: str) -> Any:

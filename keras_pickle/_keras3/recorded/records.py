@@ -36,7 +36,7 @@ import keras
 from keras.src.models.functional import Functional
 from keras.src.utils import python_utils
 
-from . import graph as _graph
+from .. import graph as _graph
 
 CONSTRUCTED_KEY = "keras_pickle_constructed"
 """The key of a config that stands for an object rebuilt from its recorded constructor arguments."""

@@ -22,7 +22,7 @@ from typing import Any
 
 import keras
 
-from ..errors import KerasPicklingError, KerasUnpicklingError
+from ...errors import KerasPicklingError, KerasUnpicklingError
 
 KEY = "keras_pickle_exclude_from_weight_decay"
 MAX_PATTERN_CHARS = 10_000

@@ -1,0 +1,79 @@
+"""The two :class:`~keras_pickle._dialect.Dialect` values, wired from the modules that implement them, and
+the choice of one per object or per header.
+
+This is the one module that knows which functions make up each Keras's answers: the dump side
+(:mod:`keras_pickle._capture`), the load side (:mod:`keras_pickle._rebuild`), copies and ``check``
+receive a dialect from here and never ask which Keras they hold.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import keras
+from keras.src.saving import serialization_lib
+
+from .. import _dialect
+from .._capture import config as _capture_config
+from .._capture import encode as _capture_encode
+from .._keras3 import safe_mode as _keras3_safe_mode
+from .._keras3.census import census_of
+from .._rebuild import from_blueprint as _from_blueprint
+from .._rebuild import skew as _skew
+from .._tfkeras import classes as _tfkeras_classes
+from .._tfkeras import rebuild as _tfkeras_rebuild
+from .._tfkeras import safe_mode as _tfkeras_safe_mode
+from .._tfkeras import walk as _tfkeras_walk
+from .._wire.schema import DIALECT_KERAS3, DIALECT_TF_KERAS
+
+
+def _keras3_layers(live: Any) -> tuple[list, Any]:
+    census = census_of(live)
+    return census.layers, census.root
+
+
+KERAS3 = _dialect.Dialect(
+    name=DIALECT_KERAS3,
+    config_of=_capture_config.config_of,
+    snapshot=_capture_encode.snapshot,
+    rebuild=_from_blueprint.rebuild_with_state,
+    from_config=_from_blueprint.from_config,
+    live_layers=_keras3_layers,
+    registered_object=keras.saving.get_registered_object,
+    resolver=_keras3_safe_mode.resolver,
+    safe_mode_scope=lambda: serialization_lib.SafeModeScope(True),
+    registries=list,
+    adapt_body=_skew.adapt_body,
+    vocabulary="keras3",
+    records_calls=True,
+)
+
+TF_KERAS = _dialect.Dialect(
+    name=DIALECT_TF_KERAS,
+    config_of=_tfkeras_rebuild.config_of,
+    snapshot=_capture_encode.tf_keras_snapshot,
+    rebuild=_tfkeras_rebuild.rebuild_with_state,
+    from_config=_tfkeras_rebuild.from_config,
+    live_layers=lambda live: (_tfkeras_walk.layers(live), live),
+    registered_object=lambda key: _tfkeras_classes.tf_keras().saving.get_registered_object(key),
+    resolver=_tfkeras_safe_mode.resolver,
+    safe_mode_scope=lambda: _tfkeras_rebuild.safe_mode_scope(True),
+    registries=_tfkeras_safe_mode.registries,
+    adapt_body=lambda header, body: body,
+    vocabulary="tf_keras",
+    records_calls=False,
+)
+
+_BY_NAME = {dialect.name: dialect for dialect in (KERAS3, TF_KERAS)}
+
+
+def of(obj: Any) -> _dialect.Dialect:
+    """The dialect of a Keras object (or of a Keras 3 census)."""
+    return _BY_NAME[_dialect.of(obj)]
+
+
+def of_header(header: dict) -> _dialect.Dialect:
+    """The dialect of a checked header of the current format version, its package imported
+    (:func:`keras_pickle._dialect.require`: a tf-keras payload where tf-keras is missing names both sides)."""
+    _dialect.require(header["dialect"], header["keras_version"])
+    return _BY_NAME[header["dialect"]]
