@@ -27,18 +27,20 @@ _lock = threading.Lock()
 
 
 def wire_data(store: Any, owner: Any, key: str, value: np.ndarray) -> np.ndarray:
-    """The bytes of ``value`` (a snapshot of weight ``key`` of ``owner``) as a read-only, C-contiguous uint8
-    array: the very array handed to ``store`` for this weight before when the bytes are unchanged.
+    """The bytes of ``value`` (weight ``key`` of ``owner``, as :func:`keras_pickle._keras3.backend.to_numpy`
+    reads it) as a read-only, C-contiguous uint8 array: the very array handed to ``store`` for this weight
+    before when the bytes are unchanged, else a snapshot that nothing changes later.
 
-    ``value`` must be a snapshot (:func:`keras_pickle._keras3.backend.to_numpy`: nothing changes it later).
-    Unchanged is decided without reading the bytes where the snapshot is the memory handed over before
-    (TensorFlow's copy-on-write reads and JAX's immutable arrays on the CPU are views of the variable's
-    buffer, and the kept array holds that buffer, so a variable assigned since has another one); else by
-    comparing the bytes (a PyTorch clone, a transfer from a device).
+    ``value`` is a snapshot where it is read-only (TensorFlow's copy-on-write reads, JAX's immutable arrays);
+    a writable one may be the live variable's memory (a PyTorch view, read with ``snapshot=False``), so it is
+    copied when it is handed over afresh, and only then: an unchanged weight costs one comparison per
+    pickle, not a copy. Unchanged is decided without reading the bytes where ``value`` is the memory handed
+    over before (a read-only snapshot viewing the variable's buffer, which the kept array holds, so a
+    variable assigned since has another one); else by comparing the bytes.
     """
     flat = np.ascontiguousarray(value).reshape(-1).view(np.uint8)
     if flat.nbytes < MIN_BYTES:
-        return _read_only(flat)
+        return _snapshot(flat)
     try:
         kept = _kept.setdefault(store, {})
     except TypeError:  # a store that cannot be weakly referenced: nothing is kept
@@ -48,7 +50,7 @@ def wire_data(store: Any, owner: Any, key: str, value: np.ndarray) -> np.ndarray
         same_owner = entry is not None and entry[0]() is owner
         if same_owner and (_same_memory(entry[1], flat) or np.array_equal(entry[1], flat)):
             return entry[1]
-        handed = _read_only(flat)  # a snapshot already: handed over as it is, never copied again
+        handed = _snapshot(flat)
         kept[(id(owner), key)] = (weakref.ref(owner), handed)
         return handed
 
@@ -56,6 +58,12 @@ def wire_data(store: Any, owner: Any, key: str, value: np.ndarray) -> np.ndarray
 def _same_memory(kept: np.ndarray, flat: np.ndarray) -> bool:
     """Whether ``flat`` is the memory ``kept`` (alive, so no other array can start at its address) views."""
     return kept.nbytes == flat.nbytes and kept.ctypes.data == flat.ctypes.data
+
+
+def _snapshot(flat: np.ndarray) -> np.ndarray:
+    """``flat`` as a read-only array that nothing changes later: a read-only snapshot as it is, a writable
+    array (possibly the live variable's memory) copied."""
+    return _read_only(np.array(flat, copy=True) if flat.flags.writeable else flat)
 
 
 def _read_only(array: np.ndarray) -> np.ndarray:

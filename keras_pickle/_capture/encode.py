@@ -136,7 +136,8 @@ def layer_payload(layer: Any, protocol: int, dialect: Dialect) -> tuple[dict, di
     under protocol 5 may hand its buffers out of band, so they are.
     """
     store = array_store()  # joblib: each weight as a numpy array it writes once and lets workers map
-    taken = dialect.snapshot(layer, dialect, copied_now=(protocol < 5 or dump_options().in_band) and store is None)
+    # joblib's store gets a snapshot of a weight only when it changed (array_store.wire_data)
+    taken = dialect.snapshot(layer, dialect, copied_now=protocol < 5 or dump_options().in_band or store is not None)
     state = taken.state
 
     def encoded(values: list[tuple[str, Any]]) -> list:
