@@ -27,8 +27,8 @@ from __future__ import annotations
 
 import argparse
 import copy
+import functools
 import json
-import os
 import pickle
 import statistics
 from pathlib import Path
@@ -131,8 +131,11 @@ def through_joblib(models: dict, tasks: int, repeat: int) -> tuple[dict, list[st
             def run(task, argument):
                 return lambda: parallel(joblib.delayed(task)(argument, i) for i in range(tasks))
 
-            contenders = [Contender("arrays", KP, run(read_one, arrays)), Contender("joblib floor", KP, run(copy_all, state))]
-            contenders.append(Contender("joblib", KP, run(read_one, model)))
+            contenders = [Contender("arrays", KP, run(read_one, arrays))]
+            contenders += [
+                Contender("joblib floor", KP, run(copy_all, state)),
+                Contender("joblib", KP, run(read_one, model)),
+            ]
             times = common.race(contenders, repeat, notes)
             results[name] = {key: statistics.median(t) / tasks for key, t in times.items()}
     return results, notes
@@ -152,7 +155,8 @@ def child_main(args) -> int:
         common.loads(common.dumps(model))  # warm the code paths
         seconds, notes = in_process(name, model, args.repeat)
         state = common.nbytes(common.state_variables(model))
-        common.emit({"backend": keras.backend.backend(), "model": name, "state_bytes": state, "s": seconds, "notes": notes})
+        common.emit({"backend": keras.backend.backend(), "model": name, "state_bytes": state, "s": seconds})
+        common.emit({"backend": keras.backend.backend(), "model": name, "notes": notes})
     if not args.no_joblib:
         seconds, notes = through_joblib({n: m for n, m in built.items()}, args.tasks, args.repeat)
         for name, s in seconds.items():
@@ -168,9 +172,9 @@ def merge(results: list[dict]) -> tuple[dict, dict]:
         if "meta" in r:
             metas[r["backend"]] = r["meta"]
             continue
-        row = rows.setdefault((r["backend"], r["model"]), {"backend": r["backend"], "model": r["model"], "s": {}, "notes": []})
-        row["s"].update(r.get("s", {}) | r.get("joblib_s", {}))
-        row["notes"] += [n for n in r["notes"] if n not in row["notes"]]
+        row = rows.setdefault((r["backend"], r["model"]), {"backend": r["backend"], "model": r["model"]})
+        row.setdefault("s", {}).update(r.get("s", {}) | r.get("joblib_s", {}))
+        row.setdefault("notes", []).extend(n for n in r.get("notes", []) if n not in row["notes"])
         row.setdefault("state_bytes", r.get("state_bytes"))
     for row in rows.values():
         s = row["s"]
@@ -182,13 +186,17 @@ def cell(seconds: float | None) -> str:
     return "-" if seconds is None else f"{seconds * 1e3:.1f} ms" if seconds < 10 else f"{seconds:.1f} s"
 
 
+def as_ratio(ratios: dict, op: str) -> str:
+    return "-" if ratios.get(op) is None else f"{ratios[op]:.2f}×"
+
+
 def report(rows: dict, args) -> None:
     header = ["backend", "model", "state", "dumps floor", *OPS[:3], "loads floor", "loads", "deepcopy"]
     header += ["joblib floor / task", "joblib / task"]
     lines = []
     for row in rows.values():
-        s, ratios = row["s"], row["ratios"]
-        x = lambda op: "-" if ratios.get(op) is None else f"{ratios[op]:.2f}×"  # noqa: E731
+        s = row["s"]
+        x = functools.partial(as_ratio, row["ratios"])
         cells = [row["backend"], LABELS.get(row["model"], row["model"]), common.mb(row["state_bytes"] or 0)]
         cells += [cell(s.get("dumps floor")), *map(x, OPS[:3]), cell(s.get("loads floor")), x("loads"), x("deepcopy")]
         cells += [cell(s.get("joblib floor")), x("joblib")]

@@ -246,7 +246,6 @@ def _torch_copy(value, dtype):
 def _torch_from_numpy(array: np.ndarray):
     """``array`` as a torch tensor on Keras's device: shared where that is the CPU, moved otherwise."""
     import torch
-
     from keras.src.backend.torch.core import get_device
 
     return torch.from_numpy(array).to(get_device())

@@ -21,5 +21,7 @@ def test_floors_benchmark_prints_a_ratio_per_backend_model_and_operation(tmp_pat
         assert all(float(cell.rstrip("×")) > 0 for cell in row[4:7] + row[8:10] + row[11:]), row
     results = json.loads(out_json.read_text())
     assert not results["errors"] and set(results["metas"]) == {"tensorflow", "torch"}
-    assert all(set(row["ratios"]) == {"dumps in band", "pickle in band", "dumps oob", "loads", "deepcopy", "joblib"}
-               for row in results["rows"])
+    assert all(
+        set(row["ratios"]) == {"dumps in band", "pickle in band", "dumps oob", "loads", "deepcopy", "joblib"}
+        for row in results["rows"]
+    )
