@@ -26,7 +26,7 @@ from .._wire.schema import (
     check_exact_fields,
     header_fields,
 )
-from ..errors import KerasPickleError, ResourceLimitError
+from ..errors import KerasPickleError, KerasUnpicklingError, ResourceLimitError
 from . import verdict
 from .machine import Stream
 from .object_names import constructed_names, custom_object_names, registered_name
@@ -336,15 +336,15 @@ def _field_problems(header: dict, body: dict) -> list[str]:
     for what, fields, names in expected:
         try:
             check_exact_fields(what, fields, names)
-        except KerasPickleError as e:
-            problems.append(str(e).removeprefix("Corrupt keras_pickle payload: ").rstrip("."))
+        except KerasUnpicklingError as e:
+            problems.append(e.detail)
     if not problems:  # the recorded calls, whose values the checksum does not cover either, as loads checks them
         try:
             check_recorded_calls(body)
         except ResourceLimitError:
             pass  # a payload as written, larger than this process allows: not damage
-        except KerasPickleError as e:
-            problems.append(str(e).removeprefix("Corrupt keras_pickle payload: ").rstrip("."))
+        except KerasUnpicklingError as e:
+            problems.append(e.detail)
     return problems
 
 

@@ -8,7 +8,7 @@ branches on an older version or an older shape. In the spirit of joblib's ``nump
 
 One function per version step, each a header and body of its version to new ones of the next
 (what it is given is not changed: error messages still name the version the payload was written
-in, ``keras_pickle._rebuild.skew.sides``):
+in, ``keras_pickle._diagnosis.sides.sides``):
 
 * **1 → 2**: a layer body gains ``dtype_policy`` ``""``, which records none: the object is rebuilt
   under the loading process's global dtype policy, as version 1 payloads always were.
