@@ -10,9 +10,12 @@ and reads these, and the payload's body is their encoding (:mod:`keras_pickle._c
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+
+from .errors import StateMismatchError
 
 
 @dataclasses.dataclass
@@ -48,6 +51,27 @@ class CapturedState:
     backend: str | None = None
     metric_variables: list[tuple[str, np.ndarray]] = dataclasses.field(default_factory=list)
     held_optimizers: list[HeldOptimizer] = dataclasses.field(default_factory=list)
+
+
+def assign_in_order(
+    targets: list, values: list[tuple[str, Any]], *, owner: str, assign_one: Callable[[Any, str, Any, str], None]
+) -> None:
+    """Give saved ``values`` (``(key, value)`` pairs, in saved order) to ``targets`` position by position.
+
+    The counts must agree (else :class:`~keras_pickle.StateMismatchError`: the config does not describe
+    the object that was pickled); ``assign_one(variable, key, value, where)`` checks one value against its
+    variable in its dialect's terms (name, dtype, shape) and assigns it, ``where`` naming it in errors.
+    """
+    if len(targets) != len(values):
+        raise StateMismatchError(
+            f"The payload holds {len(values)} variables for {owner}, but the object rebuilt "
+            f"from its config has {len(targets)}. The config does not describe the object "
+            "that was pickled: a custom layer or model whose get_config() omits a "
+            "constructor argument, or whose build() depends on something the config does "
+            "not record."
+        )
+    for position, (variable, (key, value)) in enumerate(zip(targets, values)):
+        assign_one(variable, key, value, f"Variable #{position} '{key}' of {owner}")
 
 
 def describe(obj: Any) -> str:

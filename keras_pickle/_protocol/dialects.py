@@ -64,16 +64,17 @@ TF_KERAS = _dialect.Dialect(
     records_calls=False,
 )
 
-_BY_NAME = {dialect.name: dialect for dialect in (KERAS3, TF_KERAS)}
+BY_NAME = {dialect.name: dialect for dialect in (KERAS3, TF_KERAS)}
+"""The dialects by the name a header gives: what :func:`of` and :func:`of_header` choose from."""
 
 
 def of(obj: Any) -> _dialect.Dialect:
     """The dialect of a Keras object (or of a Keras 3 census)."""
-    return _BY_NAME[_dialect.of(obj)]
+    return BY_NAME[_dialect.of(obj)]
 
 
 def of_header(header: dict) -> _dialect.Dialect:
     """The dialect of a checked header of the current format version, its package imported
     (:func:`keras_pickle._dialect.require`: a tf-keras payload where tf-keras is missing names both sides)."""
     _dialect.require(header["dialect"], header["keras_version"])
-    return _BY_NAME[header["dialect"]]
+    return BY_NAME[header["dialect"]]

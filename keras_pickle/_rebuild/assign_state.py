@@ -9,14 +9,15 @@ from typing import Any
 import keras
 import numpy as np
 
+from .. import _blueprint
 from .._keras3 import backend as _backend
-from .._keras3.recorded import compile_metrics as _compile_metrics
 from .._keras3 import convert as _convert
 from .._keras3 import deferred as _deferred
 from .._keras3 import layer_state as _layer_state
-from .._keras3 import survey as _survey
 from .._keras3 import order as _order
+from .._keras3 import survey as _survey
 from .._keras3.census import census_of
+from .._keras3.recorded import compile_metrics as _compile_metrics
 from .._keras3.state import CapturedState, describe, metric_variables, optimizer_of
 from ..errors import StateMismatchError
 
@@ -203,7 +204,8 @@ def _unbuilt_counterparts(optimizer: Any, count: int) -> list:
 def assign_in_order(
     targets: list, values: list[tuple[str, Any]], *, owner: str, written_backend: str | None = None
 ) -> None:
-    """Assign ``values`` (arrays or tensors) to ``targets`` position by position, checking each.
+    """Assign ``values`` (arrays or tensors) to ``targets`` position by position, checking each
+    (:func:`keras_pickle._blueprint.assign_in_order`).
 
     ``written_backend`` is the backend that wrote the values when they come
     from a payload (None: from this process). From another backend, integer
@@ -212,29 +214,22 @@ def assign_in_order(
     this backend would hold with fewer bits is refused (:func:`_convert.check_held`).
     """
     foreign = _convert.is_foreign(written_backend)
-    if len(targets) != len(values):
-        raise StateMismatchError(
-            f"The payload holds {len(values)} variables for {owner}, but the object rebuilt "
-            f"from its config has {len(targets)}. The config does not describe the object "
-            "that was pickled: a custom layer or model whose get_config() omits a "
-            "constructor argument, or whose build() depends on something the config does "
-            "not record."
-        )
-    for position, (variable, (path, array)) in enumerate(zip(targets, values)):
-        target, where = _dtype_name(variable.dtype), f"Variable #{position} '{path}' of {owner}"
+
+    def assign_one(variable: Any, path: str, array: Any, where: str) -> None:
+        target = _dtype_name(variable.dtype)
         if target != _dtype_name(array.dtype) and foreign and tuple(variable.shape) == tuple(array.shape):
             conversion = _convert.converted(variable, array, target, where=where, path=path)
             array = array if conversion is None else conversion
         if target != _dtype_name(array.dtype) and _convert.held_dtype(target) != _dtype_name(array.dtype):
             raise StateMismatchError(
-                f"Variable #{position} '{path}' of {owner} has dtype {_dtype_name(array.dtype)} in the payload "
+                f"{where} has dtype {_dtype_name(array.dtype)} in the payload "
                 f"but {_dtype_name(variable.dtype)} in the object rebuilt from its config "
                 f"('{variable.path}'). Check the dtype policy the layer's config records.",
                 path=path,
             )
         if tuple(variable.shape) != tuple(array.shape):
             raise StateMismatchError(
-                f"Variable #{position} '{path}' of {owner} has shape {tuple(array.shape)} in the payload "
+                f"{where} has shape {tuple(array.shape)} in the payload "
                 f"but {tuple(variable.shape)} in the object rebuilt from its config "
                 f"('{variable.path}'). Check get_config() of the layer that owns it.",
                 path=path,
@@ -242,6 +237,8 @@ def assign_in_order(
         if written_backend is not None:
             _convert.check_held(target, array, where=where, path=path)
         _backend.assign(variable, array)
+
+    _blueprint.assign_in_order(targets, values, owner=owner, assign_one=assign_one)
 
 
 def _dtype_name(dtype: Any) -> str:

@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from .. import _blueprint
 from .._blueprint import CapturedState, LayerState, describe
 from ..errors import KerasPicklingError, StateMismatchError
 from . import classes, walk
@@ -181,16 +182,10 @@ def apply_to_optimizer(model: Any, state: CapturedState) -> None:
 
 
 def assign_in_order(targets: list, values: list[tuple[str, Any]], *, owner: str) -> None:
-    """Assign ``values`` to ``targets`` position by position, each checked for its name, shape and dtype."""
-    if len(targets) != len(values):
-        raise StateMismatchError(
-            f"The payload holds {len(values)} variables for {owner}, but the object rebuilt from its config "
-            f"has {len(targets)}. The config does not describe the object that was pickled: a custom layer or "
-            "model whose get_config() omits a constructor argument, or whose build() depends on something the "
-            "config does not record."
-        )
-    for position, (variable, (key, array)) in enumerate(zip(targets, values)):
-        where = f"Variable #{position} '{key}' of {owner}"
+    """Assign ``values`` to ``targets`` position by position, each checked for its name, shape and dtype
+    (:func:`keras_pickle._blueprint.assign_in_order`)."""
+
+    def assign_one(variable: Any, key: str, array: Any, where: str) -> None:
         saved_name = key.split("/", 1)[-1]
         if key != "state" and saved_name != walk.short_name(variable):
             raise StateMismatchError(
@@ -211,3 +206,5 @@ def assign_in_order(targets: list, values: list[tuple[str, Any]], *, owner: str)
                 path=key,
             )
         variable.assign(array)
+
+    _blueprint.assign_in_order(targets, values, owner=owner, assign_one=assign_one)

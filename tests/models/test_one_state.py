@@ -9,6 +9,7 @@ layer state, held optimizers, recorded constructor and compile() calls.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import pickle
 
 import keras
@@ -18,7 +19,7 @@ import test_real_models
 import test_recorded_arguments
 import zoo
 
-from keras_pickle._rebuild import from_blueprint as _from_blueprint
+from keras_pickle._protocol import dialects
 
 pytestmark = pytest.mark.backends  # tests/run_all.py runs this file on every backend
 
@@ -74,10 +75,9 @@ def comparable(blueprint) -> dict:
 def test_deepcopy_rebuilds_from_what_a_pickle_carries(name, monkeypatch):
     model = MODELS[name]()
     seen = []
-    original = _from_blueprint.rebuild_with_state
-    monkeypatch.setattr(
-        _from_blueprint, "rebuild_with_state", lambda b, **k: seen.append(comparable(b)) or original(b, **k)
-    )
+    original = dialects.KERAS3.rebuild
+    spy = dataclasses.replace(dialects.KERAS3, rebuild=lambda b, **k: seen.append(comparable(b)) or original(b, **k))
+    monkeypatch.setitem(dialects.BY_NAME, spy.name, spy)  # what loads and deepcopy both rebuild with
     pickle.loads(pickle.dumps(model))
     pickled = seen[-1]  # the model's own: arguments, if any, are rebuilt before it
     copy.deepcopy(model)
