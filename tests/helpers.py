@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import os
 import signal
 import subprocess
 import sys
 import textwrap
+import threading
 from pathlib import Path
 
+import forkserver
 import keras
 import numpy as np
 
@@ -69,23 +72,106 @@ def constructed_before_install(factory):
         keras_pickle.install()
 
 
-def run_python(code: str, *args: str, cwd: Path | None = None, timeout: float = 300, env: dict | None = None) -> str:
-    """Run ``code`` in a fresh interpreter; return stdout, fail with stderr."""
-    return _run([sys.executable, "-c", textwrap.dedent(code), *args], cwd=cwd, timeout=timeout, env=env)
+def run_python(
+    code: str,
+    *args: str,
+    cwd: Path | None = None,
+    timeout: float = 300,
+    env: dict | None = None,
+    keras_imported: bool = False,
+) -> str:
+    """Run ``code`` in a fresh interpreter; return stdout, fail with stderr.
+
+    ``keras_imported=True``: the code may start with Keras already imported, as it is once its first line,
+    ``import keras``, has run. The interpreter is then forked from a server that imported Keras on the
+    backend asked for and nothing else (:mod:`forkserver`), which saves Python's and Keras's start, where the
+    environment asked for imports Keras as the server did; elsewhere it is a fresh interpreter all the same.
+    Leave it out where the code checks what is imported, or sets something that Keras reads when imported."""
+    return _run(["-c", textwrap.dedent(code), *args], cwd=cwd, timeout=timeout, env=env, keras_imported=keras_imported)
 
 
-def run_script(path: Path, *args: str, cwd: Path | None = None, timeout: float = 300, env: dict | None = None) -> str:
-    """Run a script file as ``__main__`` in a fresh interpreter; return stdout."""
-    return _run([sys.executable, str(path), *args], cwd=cwd, timeout=timeout, env=env)
+def run_script(path: Path, *args: str, **options) -> str:
+    """Run a script file as ``__main__`` in a fresh interpreter; return stdout (``options``: those of
+    :func:`run_python`)."""
+    return _run([str(path), *args], **{"cwd": None, "timeout": 300, "env": None, "keras_imported": False, **options})
 
 
-def _run(argv: list[str], *, cwd, timeout, env) -> str:
-    full_env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "PYTHONPATH": str(REPO_DIR)}
-    full_env.update(env or {})
-    result = subprocess.run(argv, cwd=cwd, env=full_env, capture_output=True, text=True, timeout=timeout)
-    if result.returncode != 0:
-        raise AssertionError(f"subprocess failed ({result.returncode}):\n{result.stdout}\n{result.stderr[-6000:]}")
-    return result.stdout
+FORK_SERVERS: dict[str, forkserver.Server] = {}
+"""The fork servers this process started, by backend: each is started on first use and ends with the process."""
+
+
+class Started:
+    """A fresh interpreter running (:func:`start_python`): :meth:`result` waits for it."""
+
+    def __init__(self, argv: list[str], *, cwd, env: dict | None, keras_imported: bool):
+        full_env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "PYTHONPATH": str(REPO_DIR)}
+        full_env.update(env or {})
+        server = _fork_server(full_env) if keras_imported else None
+        if server is not None:
+            self.child = server.start(argv, cwd=cwd, env=full_env)
+        else:
+            self.child = subprocess.Popen(
+                [sys.executable, *argv],
+                cwd=cwd,
+                env=full_env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+
+    def kill(self) -> None:
+        """End it now, if it has not ended."""
+        if isinstance(self.child, subprocess.Popen):
+            if self.child.poll() is None:
+                self.child.kill()
+                self.child.communicate()
+        else:
+            self.child.kill()
+
+    def result(self, timeout: float = 300) -> str:
+        """Its stdout once it has ended; fail with its stderr; killed after ``timeout`` seconds."""
+        if isinstance(self.child, subprocess.Popen):
+            try:
+                stdout, stderr = self.child.communicate(timeout=timeout)
+            finally:
+                if self.child.poll() is None:
+                    self.child.kill()
+                    self.child.communicate()
+            code = self.child.returncode
+        else:
+            done = self.child.wait(timeout)
+            code, stdout, stderr = done.returncode, done.stdout, done.stderr
+        if code != 0:
+            raise AssertionError(f"subprocess failed ({code}):\n{stdout}\n{stderr[-6000:]}")
+        return stdout
+
+
+def start_python(
+    code: str, *args: str, cwd: Path | None = None, env: dict | None = None, keras_imported: bool = False
+) -> Started:
+    """:func:`run_python`, without waiting: ``start_python(...).result(timeout)`` is its stdout."""
+    return Started(["-c", textwrap.dedent(code), *args], cwd=cwd, env=env, keras_imported=keras_imported)
+
+
+def _run(argv: list[str], *, cwd, timeout, env, keras_imported: bool) -> str:
+    return Started(argv, cwd=cwd, env=env, keras_imported=keras_imported).result(timeout)
+
+
+def _fork_server(env: dict[str, str]) -> forkserver.Server | None:
+    """The server of ``env``'s backend, started now if need be; None where it would not import Keras as a fresh
+    interpreter started with ``env`` would (another backend than this process's, another hash seed...)."""
+    backend = env.get("KERAS_BACKEND", "tensorflow")
+    if backend != keras.backend.backend():
+        return None  # one server per process, on its own backend: another backend's would rarely be used twice
+    with _STARTING:
+        server = FORK_SERVERS.get(backend)
+        if server is None:
+            server = FORK_SERVERS[backend] = forkserver.Server({**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
+            atexit.register(server.close)
+    return server if server.serves(env) else None
+
+
+_STARTING = threading.Lock()
 
 
 # A module that leaves a mark when imported (format with marker=<path>): tests of
