@@ -13,7 +13,7 @@ BENCHMARKS = REPO_DIR / "benchmarks"
 
 def run_benchmark(*args: str, timeout: float = 500, env: dict | None = None) -> str:
     code = "import runpy; runpy.run_module('benchmarks', run_name='__main__')"
-    return run_python(code, *args, timeout=timeout, env=env)
+    return run_python(code, *args, timeout=timeout, env=env, keras_imported=True)
 
 
 def markdown_rows(stdout: str, columns: int) -> list[list[str]]:
@@ -26,7 +26,7 @@ def test_bench_runs_end_to_end_on_tiny_models(tmp_path):
     out_json, out_png = tmp_path / "results.json", tmp_path / "bench.png"
     code = "import sys; from keras_pickle.cli import main; sys.exit(main(sys.argv[1:]))"  # keras-pickle bench
     args = ["bench", "--quick", "--repeat", "1", "--json", str(out_json), "--png", str(out_png)]
-    stdout = run_python(code, *args, timeout=500)
+    stdout = run_python(code, *args, timeout=500, keras_imported=True)
     results = json.loads(out_json.read_text())
     ops = {(t["workload"], t["op"]) for t in results["timings"]}
     assert {("dense100mb", "dumps"), ("dense100mb", "loads"), ("dense100mb", "deepcopy")} <= ops

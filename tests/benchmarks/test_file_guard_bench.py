@@ -8,7 +8,7 @@ from helpers import run_python
 
 def test_file_guard_benchmark_runs_and_reports_each_size_and_the_ratio():
     code = "import runpy; runpy.run_module('benchmarks.file_guard', run_name='__main__')"
-    stdout = run_python(code, "--quick", "--repeat", "1", timeout=500)
+    stdout = run_python(code, "--quick", "--repeat", "1", timeout=500, keras_imported=True)
     rows = [line.strip("| ").split(" | ") for line in stdout.splitlines() if line.startswith("| ")]
     assert [row[0] for row in rows] == ["strings", "---", "10", "100"], stdout
     assert all(float(cell) > 0 for row in rows[2:] for cell in row[2:5] + row[7:]), stdout  # loads, events

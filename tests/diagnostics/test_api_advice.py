@@ -134,7 +134,7 @@ def test_convert_names_the_custom_objects_it_needs_and_following_it_converts(bui
     x = zoo.data()[0]
     (tmp_path / "native.pkl").write_bytes(pickle.dumps(_PickledBy(model, reducer)))
     np.save(tmp_path / "x.npy", x)
-    run_python(FRESH_CONVERT, str(tmp_path), cwd=REPO_DIR / "tests")
+    run_python(FRESH_CONVERT, str(tmp_path), cwd=REPO_DIR / "tests", keras_imported=True)
     assert np.array_equal(np.load(tmp_path / "y.npy"), model.predict(x, verbose=0))
 
 
@@ -196,8 +196,10 @@ def test_advice_for_keras_pickles_of_script_classes_names_them_and_the_first_rem
     writers = ["keras.pkl"]
     if importlib.util.find_spec("scikeras") is not None:
         writers.append("scikeras.pkl")
-    run_python(WRITE_NATIVE, str(tmp_path), "scikeras" if len(writers) == 2 else "keras")
-    said = json.loads(run_python(FOLLOW_THE_ADVICE, str(tmp_path), *writers).strip().splitlines()[-1])
+    run_python(WRITE_NATIVE, str(tmp_path), "scikeras" if len(writers) == 2 else "keras", keras_imported=True)
+    said = json.loads(
+        run_python(FOLLOW_THE_ADVICE, str(tmp_path), *writers, keras_imported=True).strip().splitlines()[-1]
+    )
     keras_message = said["keras.pkl"]
     assert "Keras's own pickle format" in keras_message.splitlines()[0]
     assert keras_message.splitlines()[1].startswith("If you trust its source, convert it once")
@@ -316,7 +318,7 @@ def test_a_refusals_advice_names_the_function_the_caller_called(tmp_path):
     """A class the writing script defined travels by value; safe mode refuses it, and the advice is spelt
     for loads(data, ...), load(file, ...) or load(path, ...), whichever was called."""
     path = tmp_path / "by_value.pkl"
-    run_python(WRITE_BY_VALUE, str(path))
+    run_python(WRITE_BY_VALUE, str(path), keras_imported=True)
     with open(path, "rb") as file:
         calls = {
             "keras_pickle.loads(data, allow_by_value=True)": lambda: keras_pickle.loads(path.read_bytes()),

@@ -89,6 +89,7 @@ def test_inspect_in_a_fresh_process_imports_nothing_the_payload_names(tmp_path):
             joblib.dump(model, "probe.joblib", compress=("bz2", 3))
         """,
         cwd=tmp_path,
+        keras_imported=True,
     )
     assert marker.exists(), "the probe does not leave its mark"
     marker.unlink()
@@ -116,7 +117,7 @@ def test_inspect_in_a_fresh_process_imports_nothing_the_payload_names(tmp_path):
     assert not marker.exists()
 
     # Loading it with pickle in the same kind of process does import the module.
-    run_python("import pickle; pickle.load(open('probe.pkl', 'rb'))", cwd=tmp_path)
+    run_python("import pickle; pickle.load(open('probe.pkl', 'rb'))", cwd=tmp_path, keras_imported=True)
     assert marker.exists(), "the payload does not name the probe module"
 
 
@@ -242,7 +243,7 @@ with open(sys.argv[1], "wb") as f:
 
 def test_inspect_of_a_scikeras_estimator_names_the_unimported_modules_in_one_warning(tmp_path):
     pytest.importorskip("scikeras")
-    run_python(WRITE_ESTIMATOR, str(tmp_path / "estimator.pkl"))
+    run_python(WRITE_ESTIMATOR, str(tmp_path / "estimator.pkl"), keras_imported=True)
     result = keras_pickle_command("inspect", str(tmp_path / "estimator.pkl"), cwd=tmp_path)
     warnings = [line for line in result.stdout.splitlines() if line.startswith(f"  WARNING: {verdict.UNDECIDED}")]
     assert len(warnings) == 1, result.stdout  # what only the loading process can judge, named in one warning

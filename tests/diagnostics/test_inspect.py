@@ -263,7 +263,8 @@ def test_inspect_imports_nothing_the_payload_names(tmp_path, monkeypatch):
         model = keras.Sequential([keras.Input((3,)), ProbeLayer(), keras.layers.Dense(2, activation=probe_activation)])
         with open({str(payload)!r}, "wb") as f:
             keras_pickle.dump(model, f, checksum=True)
-        """
+        """,
+        keras_imported=True,
     )
     marker.unlink()  # the subprocess imported it
     assert module not in sys.modules

@@ -171,7 +171,7 @@ INSTALL_FIRST_SCRIPT = """
 def test_install_before_distributed_is_imported_still_replaces_its_serializer(tmp_path):
     """A fresh process: install() first, ``distributed`` imported afterwards (the post-import hook)."""
     env = {"PYTHONPATH": f"{TESTS_DIR.parent}:{TESTS_DIR}"}
-    out = run_python(INSTALL_FIRST_SCRIPT, str(tmp_path / "model.pkl"), env=env, timeout=300)
+    out = run_python(INSTALL_FIRST_SCRIPT, str(tmp_path / "model.pkl"), env=env, timeout=300, keras_imported=True)
     (line,) = [line for line in out.splitlines() if line.startswith("token ")]
     # Deterministic across processes: the model it tokenized has the same token here.
     # (Layer names are part of the config, so the model is loaded, not built again.)

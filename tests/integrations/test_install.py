@@ -50,7 +50,7 @@ UNINSTALL_IN_A_PRISTINE_PROCESS = """
 
 def test_uninstall_restores_keras_own_reduce():
     """In a fresh interpreter: no other library (scikeras) has patched Keras there."""
-    assert "uninstall restored Keras" in run_python(UNINSTALL_IN_A_PRISTINE_PROCESS)
+    assert "uninstall restored Keras" in run_python(UNINSTALL_IN_A_PRISTINE_PROCESS, keras_imported=True)
 
 
 def test_uninstall_restores_what_was_there_before_install():

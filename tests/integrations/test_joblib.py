@@ -99,7 +99,9 @@ LOKY_SCRIPT = """
 def test_loky_trains_models_with_main_and_module_custom_objects(tmp_path):
     script = tmp_path / "loky_fit.py"
     script.write_text(textwrap.dedent(LOKY_SCRIPT))
-    out = run_script(script, cwd=tmp_path, timeout=420, env={"PYTHONPATH": f"{TESTS_DIR.parent}:{TESTS_DIR}"})
+    out = run_script(
+        script, cwd=tmp_path, timeout=420, env={"PYTHONPATH": f"{TESTS_DIR.parent}:{TESTS_DIR}"}, keras_imported=True
+    )
     report = json.loads(out.split("REPORT ", 1)[1])
 
     # Without keras_pickle, Keras 3's own pickling cannot bring __main__ classes to a worker.

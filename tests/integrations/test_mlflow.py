@@ -97,7 +97,9 @@ def test_a_logged_model_serves_bit_identically_in_a_fresh_process_through_safe_m
         by_value = keras_pickle_mlflow.log_model(by_value_model, name="carried")
     np.save(tmp_path / "x.npy", x)
     uris = {"by_reference": by_reference.model_uri, "by_value": by_value.model_uri}
-    served = json.loads(run_python(SERVE, str(tmp_path / "x.npy"), json.dumps(uris), cwd=tmp_path).splitlines()[-1])
+    served = json.loads(
+        run_python(SERVE, str(tmp_path / "x.npy"), json.dumps(uris), cwd=tmp_path, keras_imported=True).splitlines()[-1]
+    )
 
     assert not served["gate_importable"]  # the layer's module reached the fresh process through code_paths only
     assert served["by_reference"] == model.predict(x, verbose=0).tobytes().hex()

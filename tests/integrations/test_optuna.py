@@ -63,7 +63,7 @@ def test_every_trials_model_reloads_in_a_fresh_process(tmp_path):
     study.optimize(objective, n_trials=4, n_jobs=2)
     assert [t.state for t in study.trials] == [optuna.trial.TrialState.COMPLETE] * 4
 
-    output = run_python(RELOAD, journal, env={"PYTHONPATH": f"{TESTS_DIR.parent}:{TESTS_DIR}"})
+    output = run_python(RELOAD, journal, env={"PYTHONPATH": f"{TESTS_DIR.parent}:{TESTS_DIR}"}, keras_imported=True)
     reloaded = json.loads(output.splitlines()[-1])
     assert [entry["number"] for entry in reloaded] == [0, 1, 2, 3]
     for entry in reloaded:

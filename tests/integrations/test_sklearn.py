@@ -349,7 +349,9 @@ ORDER_SCRIPT = """
 
 @pytest.mark.parametrize("order", ["scikeras first", "keras_pickle first"])
 def test_keras_pickle_wins_whichever_is_imported_first(order):
-    out = run_python(ORDER_SCRIPT, order, env={"PYTHONPATH": f"{TESTS_DIR.parent}:{TESTS_DIR}"}, timeout=300)
+    out = run_python(
+        ORDER_SCRIPT, order, env={"PYTHONPATH": f"{TESTS_DIR.parent}:{TESTS_DIR}"}, timeout=300, keras_imported=True
+    )
     assert f"order ok: {order}" in out
 
 
@@ -428,8 +430,8 @@ def test_a_search_whose_build_function_is_defined_in_the_script_loads_in_a_fresh
     script = tmp_path / "search.py"
     script.write_text(SEARCH_SCRIPT)
     files = [str(tmp_path / name) for name in ("search.pkl", "proba.npy", "x.npy", "y.npy")]
-    assert run_script(script, *files, cwd=tmp_path, timeout=400).splitlines()[-1] == "written"
-    found = json.loads(run_python(READ_SEARCH, *files, cwd=tmp_path, timeout=300).splitlines()[-1])
+    assert run_script(script, *files, cwd=tmp_path, timeout=400, keras_imported=True).splitlines()[-1] == "written"
+    found = json.loads(run_python(READ_SEARCH, *files, cwd=tmp_path, timeout=300, keras_imported=True).splitlines()[-1])
     assert found["same"] is True
     assert found["build"] == "build_model" and found["module"] == "__main__"
     assert found["hidden"] in (2, 3)

@@ -104,7 +104,7 @@ def written(tmp_path_factory):
     (folder / "writer.py").write_text(WRITER)
     (folder / "reader.py").write_text(READER)
     payload = folder / "model.pkl"
-    report = json.loads(run_script(folder / "writer.py", str(payload)).splitlines()[-1])
+    report = json.loads(run_script(folder / "writer.py", str(payload), keras_imported=True).splitlines()[-1])
     return folder, payload, report
 
 
@@ -116,7 +116,7 @@ def test_the_writing_script_loads_its_own_class_in_safe_mode(written):
 
 def test_a_script_that_defines_nothing_loads_every_value_bit_exact(written):
     folder, payload, report = written
-    loaded = json.loads(run_script(folder / "reader.py", str(payload)).splitlines()[-1])
+    loaded = json.loads(run_script(folder / "reader.py", str(payload), keras_imported=True).splitlines()[-1])
     assert loaded["gate"] == "__main__.Gate" and not loaded["main_defines_gate"]
     expected = report["expected"]
     assert len(expected) == 13  # gate, kernel, bias, seed state; iterations, learning rate, 6 slots; predictions
@@ -173,7 +173,7 @@ try:
 except keras_pickle.KerasPicklingError as e:
     print(type(e).__name__, "|", e)
 """
-    output = run_python(code, cwd=tmp_path)
+    output = run_python(code, cwd=tmp_path, keras_imported=True)
     assert output.startswith("CustomObjectError |") and "__main__.Locked" in output
     assert "cloudpickle" in output and "define Locked in a module the loading process imports" in output
 

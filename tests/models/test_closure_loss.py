@@ -72,8 +72,8 @@ for model in (pickle.loads(data), keras_pickle.loads(data, allow_by_value=True))
 def test_a_closure_loss_of_the_main_script_travels_by_value_and_trains_identically(tmp_path):
     writer = tmp_path / "siamese.py"
     writer.write_text(WRITER)
-    run_script(writer, str(tmp_path), cwd=tmp_path)
-    output = run_python(READER, str(tmp_path), cwd=tmp_path, env={"PYTHONPATH": str(REPO_DIR)})
+    run_script(writer, str(tmp_path), cwd=tmp_path, keras_imported=True)
+    output = run_python(READER, str(tmp_path), cwd=tmp_path, env={"PYTHONPATH": str(REPO_DIR)}, keras_imported=True)
     lines = output.splitlines()
     refused = [line for line in lines if line.startswith("REFUSED")]
     assert refused and "loss.<locals>.contrastive_loss" in refused[0] and "allow_by_value=True" in refused[0]

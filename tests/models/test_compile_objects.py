@@ -63,6 +63,7 @@ def test_a_fresh_process_loads_them_and_trains_identically(tmp_path):
         """,
         cwd=tmp_path,
         env={"PYTHONPATH": f"{HERE}:{TESTS_DIR}:{REPO_DIR}"},
+        keras_imported=True,
     )
     with open(tmp_path / "seen.pkl", "rb") as f:
         before, after = pickle.load(f)

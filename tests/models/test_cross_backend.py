@@ -233,24 +233,20 @@ def _cases(writer: str) -> tuple[str, ...]:
 def reports(tmp_path_factory) -> dict:
     directory = tmp_path_factory.mktemp("cross_backend")
     (directory / "xb_custom.py").write_text(CUSTOM_MODULE)
-    # The three writers, then the three readers, each side in parallel: their time is mostly imports.
+    # The three writers, then the three readers, each side in parallel: their time is mostly imports (the side of
+    # this process's backend is forked from an interpreter that has imported Keras).
     with concurrent.futures.ThreadPoolExecutor(len(BACKENDS)) as pool:
-        written = [
-            pool.submit(
-                run_python, WRITER, str(directory), *_cases(w), cwd=directory, env={"KERAS_BACKEND": w}, timeout=900
+
+        def side(code: str, backend: str, *args: str) -> concurrent.futures.Future:
+            env = {"KERAS_BACKEND": backend}
+            return pool.submit(
+                run_python, code, str(directory), *args, cwd=directory, env=env, timeout=900, keras_imported=True
             )
-            for w in BACKENDS
-        ]
-        for future in written:
+
+        for future in [side(WRITER, w, *_cases(w)) for w in BACKENDS]:
             future.result()
         files = [f"{writer}-{case}" for writer in BACKENDS for case in _cases(writer)]
-        read = [
-            pool.submit(
-                run_python, READER, str(directory), *files, cwd=directory, env={"KERAS_BACKEND": r}, timeout=900
-            )
-            for r in BACKENDS
-        ]
-        outputs = [future.result() for future in read]
+        outputs = [future.result() for future in [side(READER, r, *files) for r in BACKENDS]]
     found = {}
     for out in outputs:
         line = next(line for line in reversed(out.splitlines()) if line.startswith("REPORT "))

@@ -76,7 +76,11 @@ def test_round_trip_in_a_fresh_interpreter(tmp_path):
         (tmp_path / f"{kind}.pkl").write_bytes(keras_pickle.dumps(model, checksum=True))
         save_expected(model, tmp_path / f"{kind}.npz")
     out = run_python(
-        CHECK_IN_FRESH_PROCESS, str(tmp_path), *kinds, env={"PYTHONPATH": f"{TESTS_DIR.parent}:{TESTS_DIR}"}
+        CHECK_IN_FRESH_PROCESS,
+        str(tmp_path),
+        *kinds,
+        env={"PYTHONPATH": f"{TESTS_DIR.parent}:{TESTS_DIR}"},
+        keras_imported=True,
     )
     for kind in kinds:
         assert f"fresh-process round trip ok: {kind}" in out
@@ -100,6 +104,7 @@ def test_safe_mode_loads_a_compiled_model_as_the_first_thing_a_fresh_process_doe
         print("optimizer", type(model.optimizer).__module__, type(model.optimizer).__name__)
         """,
         env={"PYTHONPATH": f"{TESTS_DIR.parent}:{TESTS_DIR}"},
+        keras_imported=True,
     )
     assert f"optimizer {type(model.optimizer).__module__} {type(model.optimizer).__name__}" in out
 
@@ -142,7 +147,7 @@ def test_main_defined_custom_objects_travel_by_value_with_cloudpickle(tmp_path):
     script = tmp_path / "make_model.py"
     script.write_text(textwrap.dedent(MAIN_SCRIPT))
     paths = [tmp_path / "model.pkl", tmp_path / "pred.npy", tmp_path / "x.npy"]
-    run_script(script, *map(str, paths), cwd=tmp_path)
+    run_script(script, *map(str, paths), cwd=tmp_path, keras_imported=True)
     out = run_python(
         f"""
         import pickle, numpy as np
@@ -152,7 +157,8 @@ def test_main_defined_custom_objects_travel_by_value_with_cloudpickle(tmp_path):
         expected = np.load({str(paths[1])!r})
         assert np.array_equal(model.predict(np.load({str(paths[2])!r}), verbose=0), expected)
         print("by value ok")
-        """
+        """,
+        keras_imported=True,
     )
     assert "by value ok" in out
 

@@ -165,5 +165,5 @@ def test_a_used_causal_lm_loads_in_a_fresh_interpreter_with_its_tokenizer(tmp_pa
     arrays = {f"v{i}": np.frombuffer(raw, np.uint8) for i, raw in enumerate(every_value(task))}
     np.savez(tmp_path / "expected.npz", predictions=task.predict(TEXT, verbose=0), **arrays)
     out = run_python(FRESH, str(tmp_path / "task.pkl"), str(tmp_path / "expected.npz"), timeout=400,
-                     env={"PYTHONPATH": f"{TESTS_DIR.parent}:{TESTS_DIR}"})  # fmt: skip
+                     env={"PYTHONPATH": f"{TESTS_DIR.parent}:{TESTS_DIR}"}, keras_imported=True)  # fmt: skip
     assert "fresh ok GPT2CausalLM" in out

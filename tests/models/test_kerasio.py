@@ -86,7 +86,14 @@ def test_loads_and_trains_identically_in_a_fresh_interpreter(tmp_path, name):
     model.fit(kerasio.data(), epochs=1, batch_size=8, verbose=0)
     (tmp_path / f"{name}.pkl").write_bytes(pickle.dumps(model, protocol=5))
     save_values(model, tmp_path / f"{name}-before.npz")
-    out = run_python(FRESH, str(tmp_path), name, env={"PYTHONPATH": f"{TESTS_DIR.parent}:{TESTS_DIR}"}, timeout=400)
+    out = run_python(
+        FRESH,
+        str(tmp_path),
+        name,
+        env={"PYTHONPATH": f"{TESTS_DIR.parent}:{TESTS_DIR}"},
+        timeout=400,
+        keras_imported=True,
+    )
     assert f"ok {name}" in out
     model.fit(kerasio.data(), epochs=1, batch_size=8, shuffle=False, verbose=0)
     child = np.load(tmp_path / f"{name}-after-child.npz")

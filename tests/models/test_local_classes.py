@@ -60,7 +60,7 @@ try:
 except keras_pickle.KerasUnpicklingError as e:
     print("ERROR", e)
 """
-    output = run_python(code)
+    output = run_python(code, keras_imported=True)
     assert "ERROR" in output and "local_layer_class.<locals>.Doubler" in output
     assert "loads in that process only" in output and "register_keras_serializable" in output
 

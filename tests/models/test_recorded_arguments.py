@@ -155,7 +155,7 @@ def test_loads_in_a_fresh_interpreter_safe_mode_included(tmp_path):
         **{f"v{i}": np.frombuffer(raw, np.uint8) for i, (_, _, _, raw) in enumerate(variable_values(model))},
     )
     env = {"PYTHONPATH": f"{TESTS_DIR.parent}:{TESTS_DIR}:{HERE}"}
-    assert "fresh ok" in run_python(FRESH, str(tmp_path), env=env, timeout=400)
+    assert "fresh ok" in run_python(FRESH, str(tmp_path), env=env, timeout=400, keras_imported=True)
     x, y = zoo.data()
     model.fit(x, y, epochs=1, batch_size=8, shuffle=False, verbose=0)
     after = np.load(tmp_path / "after.npz")

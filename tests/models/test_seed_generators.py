@@ -66,6 +66,7 @@ def test_a_fresh_process_gives_each_generator_its_own_state_and_trains_identical
         cwd=tmp_path,
         env={"PYTHONPATH": f"{HERE}:{TESTS_DIR}:{REPO_DIR}"},
         timeout=600,
+        keras_imported=True,
     )
     got = json.loads(seen.strip().splitlines()[-1])
     for name in CASES:

@@ -124,7 +124,11 @@ def test_the_second_sweep_round_trips_through_a_fresh_process_and_deepcopy(tmp_p
         problems += compare(f"{name} (deepcopy)", expected[name], observe(case, twin, x, y))
     (tmp_path / "names.json").write_text(json.dumps(names))
     env = {"PYTHONPATH": f"{REPO_DIR}:{TESTS_DIR}:{HERE}"}  # sweep_models, and this module
-    seen = json.loads(run_python(CHILD, str(tmp_path), cwd=TESTS_DIR, env=env, timeout=600).strip().splitlines()[-1])
+    seen = json.loads(
+        run_python(CHILD, str(tmp_path), cwd=TESTS_DIR, env=env, timeout=600, keras_imported=True)
+        .strip()
+        .splitlines()[-1]
+    )
     for name in names:
         problems += compare(f"{name} (fresh process)", expected[name], seen[name])
     unseeded = [

@@ -146,6 +146,7 @@ def test_a_fresh_process_loads_the_exclusions_and_trains_identically(how, tmp_pa
             """,
             cwd=tmp_path.parent,
             env={"PYTHONPATH": f"{HERE}:{TESTS_DIR}:{REPO_DIR}"},
+            keras_imported=True,
         )
     excluded_by = {side: np.load(tmp_path / f"{side}-excluded.npy").tolist() for side in sides}
     assert excluded_by["reader"] == excluded_by["writer"] and excluded_by["writer"]
