@@ -5,20 +5,18 @@ The whole suite runs on TensorFlow; every test file marked ``backends``
 how a backend stores variables) runs again on JAX and on PyTorch. Keras picks
 its backend once per process, hence one process each. The tests marked
 ``tf_keras`` (tf-keras, Keras 2) run in a process of their own, and the
-TensorFlow run is split in two by folder (:data:`RUNS`)::
+TensorFlow run is split in three by folder (:data:`RUNS`)::
 
     python tests/run_all.py                      # every run, two at a time
     python tests/run_all.py --jobs 1             # one at a time, output passed through as it comes
     python tests/run_all.py --backend jax        # one backend alone (its marked files)
-    KERAS_BACKEND=torch python -m pytest -m backends   # the same, by hand
+    KERAS_BACKEND=torch python -m pytest -m "backends and not tf_keras"   # the same, by hand
     python -m pytest -m tf_keras                 # the tf-keras tests alone
 
-A pytest process keeps about one core busy (its tests wait on child interpreters, workers and
-TensorFlow's start), so two at a time on two cores take 36 minutes where one at a time took 60.
-With more than one at a time, each run's output is printed whole when it ends, and meanwhile the line
-pytest writes for each test file it has run, named by its run. Extra arguments go to
-every pytest run. The exit status is pytest's worst; the last line adds up what every run passed and failed.
-"""
+A pytest process keeps about one core busy, so two run at a time, longest first. With more than one at a time,
+each run's output is printed whole when it ends, and meanwhile the line pytest writes for each test file it has
+run, named by its run. Extra arguments go to every pytest run. The exit status is pytest's worst; the last line
+adds up what every run passed and failed."""
 
 from __future__ import annotations
 
@@ -41,7 +39,8 @@ BACKENDS = ("tensorflow", "jax", "torch", "tf-keras")
 
 @dataclasses.dataclass(frozen=True)
 class Run:
-    """One pytest process: its backend, its marker, and its folders (``only`` these, or all but ``ignore``)."""
+    """One pytest process: its backend, its marker, and what it collects: ``only`` these folders or files of
+    ``tests/``, or every folder but those ``ignore`` names."""
 
     name: str
     backend: str
@@ -56,17 +55,38 @@ class Run:
         return [sys.executable, "-m", "pytest", "-m", self.marker, "--durations=15", *ignored, *extra, *folders]
 
 
-TENSORFLOW_FIRST_HALF = ("models", "format")
-"""The folders of the first TensorFlow process, about half the TensorFlow run's time (models 946 s and
-format 74 s of 2,115 s on two cores); the second process runs every other folder."""
+def marked(marker: str) -> tuple[str, ...]:
+    """The test files (under ``tests/``) that mark a test, or themselves, ``marker``: the only files a run that selects
+    ``marker`` collects, so that it does not import every engine and model zoo to deselect their tests."""
+    spelt = f"mark.{marker}"
+    return tuple(
+        str(path.relative_to(REPO_DIR / "tests"))
+        for path in sorted((REPO_DIR / "tests").glob("*/test_*.py"))
+        if spelt in path.read_text()
+    )
+
+
+BACKENDS_ONLY = "backends and not tf_keras"
+"""The JAX and PyTorch runs' marker: a test both dialects share is marked ``backends`` with its file and, for its
+tf-keras case, ``tf_keras`` too (tests/safe_mode/test_allowlist.py), which the tf-keras run runs."""
+TENSORFLOW_SHARDS = (("models",), ("diagnostics", "benchmarks"))
+"""The folders of two TensorFlow processes; a third runs every other folder (format, safe_mode, integrations). Each
+takes about a third of the TensorFlow tests' time: on two cores, 1,060 s for models, 700 s for diagnostics and
+benchmarks (the docs' examples start every engine), 1,150 s for the others (engines, fuzzing)."""
 RUNS = (
-    Run("tensorflow (models, format)", "tensorflow", "not tf_keras", only=TENSORFLOW_FIRST_HALF),
-    Run("tensorflow (the other folders)", "tensorflow", "not tf_keras", ignore=TENSORFLOW_FIRST_HALF),
-    Run("jax", "jax", "backends"),
-    Run("torch", "torch", "backends"),
-    Run("tf-keras", "tf-keras", "tf_keras"),
+    Run(
+        "tensorflow (format, safe_mode, integrations)",
+        "tensorflow",
+        "not tf_keras",
+        ignore=tuple(folder for shard in TENSORFLOW_SHARDS for folder in shard),
+    ),
+    Run("tensorflow (models)", "tensorflow", "not tf_keras", only=TENSORFLOW_SHARDS[0]),
+    Run("jax", "jax", BACKENDS_ONLY, only=marked("backends")),
+    Run("tensorflow (diagnostics, benchmarks)", "tensorflow", "not tf_keras", only=TENSORFLOW_SHARDS[1]),
+    Run("torch", "torch", BACKENDS_ONLY, only=marked("backends")),
+    Run("tf-keras", "tf-keras", "tf_keras", only=marked("tf_keras")),
 )
-"""Longest first, so that two at a time end close together."""
+"""Longest first: two at a time, each slot takes the next run as it frees, and the two end close together."""
 OLD_KERAS = ("3.10.0", "3.8.0")
 """Older Keras 3 versions tests/models/test_version_skew.py writes and reads payloads with; 3.8.0 is the
 oldest pyproject.toml admits. Each goes to its own directory (pure Python; its dependencies are

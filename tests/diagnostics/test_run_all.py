@@ -13,6 +13,21 @@ def test_the_tensorflow_processes_run_every_folder_exactly_once():
         assert len(chosen) == 1, (folder, chosen)
 
 
+def test_the_marker_runs_collect_every_file_that_marks_its_tests_and_the_backend_runs_leave_tf_keras_out():
+    backends, tf_keras = run_all.marked("backends"), run_all.marked("tf_keras")
+    for path in TESTS_DIR.glob("*/test_*.py"):
+        name = str(path.relative_to(TESTS_DIR))
+        if "pytestmark = pytest.mark.backends" in path.read_text():
+            assert name in backends, name
+    assert "models/test_tf_keras.py" in tf_keras and "models/test_tf_keras.py" not in backends
+    assert "safe_mode/test_allowlist.py" in backends and "safe_mode/test_allowlist.py" in tf_keras  # both dialects
+    for run in run_all.RUNS:
+        if run.backend in ("jax", "torch"):
+            assert run.only == backends and run.marker == "backends and not tf_keras", run
+        if run.backend == "tf-keras":
+            assert run.only == tf_keras and run.marker == "tf_keras", run
+
+
 def test_runs_side_by_side_print_each_output_whole_and_exit_with_the_worst(tmp_path, monkeypatch, capsys):
     for name, body in {"passing": "assert True", "failing": "assert 1 == 2, 'the failing run'"}.items():
         (tmp_path / name).mkdir()
