@@ -32,7 +32,7 @@ import keras_pickle._api  # noqa: F401
 from keras_pickle._inspect import verdict
 from keras_pickle._safe_mode import rules
 
-pytestmark = pytest.mark.backends  # tests/run_all.py runs this file on every backend
+pytestmark = pytest.mark.backends  # tests/run_all.py runs this file on every backend (the tf_keras tests aside)
 
 HERE = Path(__file__).resolve().parent
 """This folder: allowlist_sweep.py and allowlist_objects.py."""
@@ -162,13 +162,31 @@ def test_a_lambda_in_a_compile_config_and_a_held_optimizer_config_is_refused(mar
 # --------------------------------------------------------------------------
 
 
-def test_a_custom_layer_whose_config_holds_a_vocabulary_string_and_module_keys_is_refused_and_the_advice_loads_it():
+DIALECTS = [pytest.param("keras", id="keras"), pytest.param("tf_keras", id="tf_keras", marks=pytest.mark.tf_keras)]
+"""Keras 3 (on every backend) and tf-keras (in the tf-keras run), for the tests both dialects share."""
+
+
+def dialect_of(name: str):
+    """(the Keras module, the module of the user's layers) of the dialect ``name``."""
+    if name == "tf_keras":
+        import tf_keras
+        import tf_keras_models
+
+        return tf_keras, tf_keras_models
+    return keras, allowlist_objects
+
+
+@pytest.mark.parametrize("dialect", DIALECTS)
+def test_a_custom_layer_whose_config_holds_a_vocabulary_string_and_module_keys_is_refused_and_the_advice_loads_it(
+    dialect,
+):
     """``vocabulary`` (a file field) and ``K_module`` beside ``K_type`` are refused in every config node, whatever
     the class: no table of classes knows every layer that opens one. A user's layer that holds them as plain
     values is refused too, by loads and inspect alike, and the refusal's advice (safe_mode=False) loads it."""
-    keras.utils.set_random_seed(0)
-    layer = allowlist_objects.Annotated(vocabulary="english.txt", scale_module="os", name="annotated")
-    model = keras.Sequential([keras.Input((3,)), layer, keras.layers.Dense(1)])
+    k, objects = dialect_of(dialect)
+    k.utils.set_random_seed(0)
+    layer = objects.Annotated(vocabulary="english.txt", scale_module="os", name="annotated")
+    model = k.Sequential([k.Input((3,)), layer, k.layers.Dense(1)])
     data = keras_pickle.dumps(model)
     assert keras_pickle.inspect(data).safe_mode_refuses
     with pytest.raises(keras_pickle.UnsafePayloadError, match=r"keras_pickle\.loads\(data, safe_mode=False\)"):

@@ -1,6 +1,7 @@
 """Safe mode's allow-list on tf-keras payloads: tf-keras resolves module-less names at every depth and
 imports any module a config names, so every node is judged under every spelling, and a function is
-allowed only where tf-keras vouches for it or the caller names it (tests/safe_mode/test_allowlist.py for Keras 3)."""
+allowed only where tf-keras vouches for it or the caller names it (tests/safe_mode/test_allowlist.py for Keras 3, and
+for the tests both dialects share, parametrized by ``dialect``)."""
 
 from __future__ import annotations
 
@@ -173,25 +174,6 @@ def test_a_function_reached_through_a_dotted_name_in_an_imported_module_is_refus
 # --------------------------------------------------------------------------
 # Fields that name a file or a module: refused where tf-keras acts on them, not in a user's config
 # --------------------------------------------------------------------------
-
-
-def test_a_custom_layer_whose_config_holds_a_vocabulary_string_and_module_keys_is_refused_and_the_advice_loads_it():
-    """A user's layer with ``vocabulary``, ``K_type`` and ``K_module`` keys in its config: refused as every
-    node's file field and merged module are, and the refusal's advice (safe_mode=False) loads it."""
-    import tf_keras_models
-
-    tf_keras.utils.set_random_seed(0)
-    layer = tf_keras_models.Annotated(vocabulary="english.txt", scale_module="os", name="annotated")
-    model = tf_keras.Sequential([tf_keras.Input((3,)), layer, tf_keras.layers.Dense(1)])
-    data = keras_pickle.dumps(model)
-    assert keras_pickle.inspect(data).safe_mode_refuses
-    with pytest.raises(keras_pickle.UnsafePayloadError, match=r"keras_pickle\.loads\(data, safe_mode=False\)"):
-        keras_pickle.loads(data)
-    loaded = keras_pickle.loads(data, safe_mode=False)
-    again = loaded.get_layer("annotated")
-    assert (again.vocabulary, again.scale_type, again.scale_module) == ("english.txt", "function", "os")
-    x = np.ones((2, 3), "float32")
-    assert np.array_equal(loaded.predict(x, verbose=0), model.predict(x, verbose=0))
 
 
 @pytest.mark.parametrize(
