@@ -70,9 +70,9 @@ BACKENDS_ONLY = "backends and not tf_keras"
 """The JAX and PyTorch runs' marker: a test both dialects share is marked ``backends`` with its file and, for its
 tf-keras case, ``tf_keras`` too (tests/safe_mode/test_allowlist.py), which the tf-keras run runs."""
 TENSORFLOW_SHARDS = (("models",), ("diagnostics", "benchmarks"))
-"""The folders of two TensorFlow processes; a third runs every other folder (format, safe_mode, integrations). Each
-takes about a third of the TensorFlow tests' time: on two cores, 1,060 s for models, 700 s for diagnostics and
-benchmarks (the docs' examples start every engine), 1,150 s for the others (engines, fuzzing)."""
+"""The folders of two TensorFlow processes; a third runs every other folder (format, safe_mode, integrations: the
+engines, the fuzzers). Each takes about a third of the TensorFlow tests' time (diagnostics holds the docs' examples,
+which start every engine)."""
 RUNS = (
     Run(
         "tensorflow (format, safe_mode, integrations)",
