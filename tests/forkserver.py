@@ -77,6 +77,8 @@ class Server:
         return Child(self.address, argv, cwd=cwd, env=env)
 
     def close(self) -> None:
+        if self.log.closed:
+            return
         if self.process.poll() is None:
             self.process.kill()
         self.process.wait()

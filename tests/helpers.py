@@ -96,8 +96,11 @@ def run_script(path: Path, *args: str, **options) -> str:
     return _run([str(path), *args], **{"cwd": None, "timeout": 300, "env": None, "keras_imported": False, **options})
 
 
-FORK_SERVERS: dict[str, forkserver.Server] = {}
-"""The fork servers this process started, by backend: each is started on first use and ends with the process."""
+FORK_SERVERS: dict[tuple, forkserver.Server] = {}
+"""The fork servers this process started, by backend and the environment variables read at start and import: each
+is started on first use and ends with the process. An engine may change this process's environment for good
+(Dask's LocalCluster sets ``OMP_NUM_THREADS``, ``PYTHONHASHSEED``...): the next run forks from a new server
+started with it, as a fresh interpreter would start with it."""
 
 
 class Started:
@@ -158,15 +161,17 @@ def _run(argv: list[str], *, cwd, timeout, env, keras_imported: bool) -> str:
 
 
 def _fork_server(env: dict[str, str]) -> forkserver.Server | None:
-    """The server of ``env``'s backend, started now if need be; None where it would not import Keras as a fresh
-    interpreter started with ``env`` would (another backend than this process's, another hash seed...)."""
+    """The server for ``env``, started now if need be; None where ``env`` asks for another start than this process
+    gives its children (another backend, hash seed, ``HOME``...): such a run starts a real interpreter."""
+    default = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
     backend = env.get("KERAS_BACKEND", "tensorflow")
-    if backend != keras.backend.backend():
-        return None  # one server per process, on its own backend: another backend's would rarely be used twice
+    if backend != keras.backend.backend() or forkserver.import_time_env(env) != forkserver.import_time_env(default):
+        return None  # another backend's server would rarely be used twice; another start is the test's point
+    key = (backend, tuple(sorted(forkserver.import_time_env(default).items())))
     with _STARTING:
-        server = FORK_SERVERS.get(backend)
+        server = FORK_SERVERS.get(key)
         if server is None:
-            server = FORK_SERVERS[backend] = forkserver.Server({**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
+            server = FORK_SERVERS[key] = forkserver.Server(default)
             atexit.register(server.close)
     return server if server.serves(env) else None
 
