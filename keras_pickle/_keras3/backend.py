@@ -43,6 +43,8 @@ A numpy array (layer-held state from ``save_own_variables``) is copied by
 
 from __future__ import annotations
 
+import sys
+
 import keras
 import numpy as np
 from keras.src.backend.common.stateless_scope import in_stateless_scope
@@ -244,11 +246,10 @@ def _torch_copy(value, dtype):
 
 
 def _torch_from_numpy(array: np.ndarray):
-    """``array`` as a torch tensor on Keras's device: shared where that is the CPU, moved otherwise."""
-    import torch
-    from keras.src.backend.torch.core import get_device
-
-    return torch.from_numpy(array).to(get_device())
+    """``array`` as a torch tensor on Keras's device: shared where that is the CPU, moved otherwise. Called
+    on the PyTorch backend only, whose modules Keras imported."""
+    torch, core = sys.modules["torch"], sys.modules["keras.src.backend.torch.core"]
+    return torch.from_numpy(array).to(core.get_device())
 
 
 def _torch_copy_into(variable, array) -> bool:
