@@ -43,8 +43,6 @@ A numpy array (layer-held state from ``save_own_variables``) is copied by
 
 from __future__ import annotations
 
-import sys
-
 import keras
 import numpy as np
 from keras.src.backend.common.stateless_scope import in_stateless_scope
@@ -232,24 +230,12 @@ def _torch_copy(value, dtype):
         value = value.value
     if callable(getattr(value, "detach", None)):  # a tensor or Parameter
         value = value.detach()
-        if value.device.type == "cpu" and keras.backend.standardize_dtype(value.dtype) == dtype:
-            try:
-                return _torch_from_numpy(_numpy_copy(value.numpy()))
-            except (TypeError, RuntimeError):  # bfloat16 and other types numpy lacks
-                pass
         tensor = keras.ops.convert_to_tensor(value, dtype=dtype)
         return tensor.clone() if _same_storage(tensor, value) else tensor
     tensor = keras.ops.convert_to_tensor(value, dtype=dtype)
     if isinstance(value, np.ndarray) and _overlaps(tensor, value):
         tensor = tensor.clone()  # Keras 3.15 copies numpy input; guard against a zero-copy conversion
     return tensor
-
-
-def _torch_from_numpy(array: np.ndarray):
-    """``array`` as a torch tensor on Keras's device: shared where that is the CPU, moved otherwise. Called
-    on the PyTorch backend only, whose modules Keras imported."""
-    torch, core = sys.modules["torch"], sys.modules["keras.src.backend.torch.core"]
-    return torch.from_numpy(array).to(core.get_device())
 
 
 def _torch_copy_into(variable, array) -> bool:
