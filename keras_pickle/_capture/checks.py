@@ -21,10 +21,10 @@ from typing import Any
 import keras
 from keras.src.models.functional import Functional
 
+from .._keras3.census import census_of
 from .._keras3.recorded import compile_objects as _compile_objects
 from .._keras3.recorded import construct as _construct
 from .._keras3.recorded import records as _records
-from .._keras3.census import census_of
 from ..errors import KerasPicklingError, UnrecoverableConfigError
 
 # --------------------------------------------------------------------------

@@ -9,12 +9,12 @@ from typing import Any
 from .. import _dialect
 from .._dialect import Dialect
 from .._keras3 import backend as _backend
+from .._keras3.census import Census
 from .._keras3.recorded import compile as _compile
 from .._keras3.recorded import compile_objects as _compile_objects
 from .._keras3.recorded import construct as _construct
 from .._keras3.recorded import records as _records
 from .._keras3.recorded import weight_decay as _weight_decay
-from .._keras3.census import Census
 from .._keras3.state import Blueprint
 from .._options import dump_options
 from .._pickling_context import array_store
@@ -156,7 +156,7 @@ def layer_payload(layer: Any, protocol: int, dialect: Dialect) -> tuple[dict, di
         **layout.encode(state, encoded),
     }
     body = {field: fields[field] for field in layout.LAYER_BODY_FIELDS}
-    header = _header(layer, KIND_LAYER, body, protocol)
+    header = _header(layer, KIND_LAYER, body, protocol, dialect)
     return header, body
 
 
@@ -184,21 +184,20 @@ def config_payload(obj: Any, kind: str, protocol: int, dialect: Dialect) -> tupl
         "config": _config.config_to_json(config, obj),
         "custom_objects": _custom_objects.portable_mapping(_custom_objects.collect(config, obj, dialect)),
     }
-    header = _header(obj, kind, body, protocol)
+    header = _header(obj, kind, body, protocol, dialect)
     return header, body
 
 
-def _header(obj: Any, kind: str, body: dict, protocol: int) -> dict:
+def _header(obj: Any, kind: str, body: dict, protocol: int, dialect: Dialect) -> dict:
     cls = type(obj)
-    dialect = _dialect.of(obj)
     return schema.make_header(
         class_path=f"{cls.__module__}.{cls.__qualname__}",
         kind=kind,
         body=body,
         checksum=dump_options().wants_checksum(protocol),
-        dialect=dialect,
-        keras_version=_dialect.version(dialect),
-        backend=_dialect.backend(dialect),
+        dialect=dialect.name,
+        keras_version=_dialect.version(dialect.name),
+        backend=_dialect.backend(dialect.name),
     )
 
 

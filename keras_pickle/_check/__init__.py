@@ -5,6 +5,6 @@
 * :mod:`.report`: the ``CheckReport`` and its ``Problem`` entries.
 """
 
+from .checker import check as check
 from .report import CheckReport as CheckReport
 from .report import Problem as Problem
-from .checker import check as check

@@ -8,7 +8,8 @@
 * :mod:`.convert`: what a payload from another backend needs (dtypes, seed states, optimizer classes).
 * :mod:`.native_pickle`: what Keras's own pickle names, read without unpickling.
 * :mod:`.graph`: a Functional's or Sequential's nodes, wired again without tracing.
-* :mod:`.recorded`: what ``install()`` records beside its objects (constructor and ``compile()`` calls), replayed on load.
+* :mod:`.recorded`: what ``install()`` records beside its objects (constructor and ``compile()`` calls),
+  replayed on load.
 * :mod:`.state`: what a model's state is made of: its optimizer and held metrics.
 * :mod:`.layer_state`: state kept outside variables (vocabularies, assets, RNN states), by layer place.
 * :mod:`.safe_mode`: what safe mode needs from Keras 3: its registry and how its deserializer resolves names.

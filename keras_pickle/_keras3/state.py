@@ -39,8 +39,8 @@ from .._blueprint import Blueprint as Blueprint
 from .._blueprint import CapturedState as CapturedState
 from .._blueprint import HeldOptimizer as HeldOptimizer
 from .._blueprint import describe as describe
-from .recorded import compile_metrics as _compile_metrics
 from .census import census_of
+from .recorded import compile_metrics as _compile_metrics
 
 
 def metric_variables(obj: Any) -> list[tuple[str, Any]]:

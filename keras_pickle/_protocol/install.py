@@ -21,8 +21,8 @@ from keras.src.layers import layer as keras_layer
 from keras.src.ops import operation as keras_operation
 
 from .. import integrations
-from .._keras3.recorded import compile_objects as _compile_objects
 from .._keras3 import deferred as _deferred
+from .._keras3.recorded import compile_objects as _compile_objects
 from .._keras3.recorded import records as _records
 from .._keras3.recorded.signatures import CACHED_INSPECT
 from .._tfkeras import classes as _tfkeras_classes
@@ -116,7 +116,8 @@ def _wrapped(cls: type, name: str, wrap: Callable[[Any], Any]) -> Any:
 
 
 def _plain_new(cls: type) -> Any:
-    """The ``__new__`` that records a user subclass's constructor arguments (:mod:`.._keras3.recorded.compile_objects`)."""
+    """The ``__new__`` that records a user subclass's constructor arguments
+    (:mod:`keras_pickle._keras3.recorded.compile_objects`)."""
     hook = _wrappers.get((cls, "__new__"))
     if hook is None:
         hook = _wrappers[cls, "__new__"] = _compile_objects.recording_new(cls)

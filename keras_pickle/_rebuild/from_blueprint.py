@@ -13,14 +13,14 @@ import numpy as np
 from keras.src.models.functional import Functional
 from keras.src.saving import object_registration, serialization_lib
 
-from .._keras3.recorded import compile as _compile
-from .._keras3.recorded import construct as _construct
 from .._keras3 import convert as _convert
 from .._keras3 import deferred as _deferred
 from .._keras3 import graph as _graph
+from .._keras3.census import Census
+from .._keras3.recorded import compile as _compile
+from .._keras3.recorded import construct as _construct
 from .._keras3.recorded import records as _records
 from .._keras3.recorded import weight_decay as _weight_decay
-from .._keras3.census import Census
 from .._keras3.state import Blueprint
 from .._safe_mode import judge_names
 from ..errors import KerasPickleError, KerasUnpicklingError

@@ -82,8 +82,6 @@ def by_value(module: Any, qualname: Any, data: Any) -> Any:
     return InertReference(found, named, carried=carried)
 
 
-
-
 def defined_by_name(module: str, qualname: str) -> Any:
     """What the loading process's main script defines as ``qualname`` (looked up statically), else None."""
     if module not in MAIN_MODULES:

@@ -43,8 +43,6 @@ def registered(name: Any) -> Any:
     raise UnsafePayloadError(f"Safe mode refused {qualified}, registered as {name!r:.200}: {reason}.", what=qualified)
 
 
-
-
 # --------------------------------------------------------------------------
 # Classes and functions defined inside a function of this process
 # --------------------------------------------------------------------------
@@ -97,5 +95,3 @@ def defined_here(token: Any) -> Any:
     if reason is None:
         return InertReference(obj, qualified, carried=True)
     raise UnsafePayloadError(f"Safe mode refused {qualified}, defined in this process: {reason}.", what=qualified)
-
-

@@ -119,9 +119,8 @@ def value_refusal(node: dict) -> str | None:
 
 
 def _holds_keras_tensor(call: dict) -> bool:
-    return any(
-        inner.get("class_name") == KERAS_TENSOR for inner in config_walk.iter_nodes([call.get("args"), call.get("kwargs")])
-    )
+    arguments = [call.get("args"), call.get("kwargs")]
+    return any(inner.get("class_name") == KERAS_TENSOR for inner in config_walk.iter_nodes(arguments))
 
 
 def _allocation_refusal(class_name: str, inner: Any) -> str | None:

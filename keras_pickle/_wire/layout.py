@@ -94,6 +94,8 @@ class Field:
     check: Callable[[Any], bool]
     item_problem: Callable[[Any], str | None] | None = None
     decoded: Callable[[Any], Any] = _same
+    size_limit: tuple[str, str] | None = None
+    """A limit of :mod:`keras_pickle.limits` on the value's length, and what the value is, for its error."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -106,7 +108,7 @@ class Section:
     entries: str = ""
     spelled: str = ""
 
-    @property
+    @functools.cached_property
     def entries_index(self) -> int:
         return [f.name for f in self.record].index(self.entries)
 
@@ -144,7 +146,11 @@ def sections(place_type: type = str) -> tuple[Section, ...]:
             "held_optimizers",
             record=(
                 Field("path", lambda path: isinstance(path, str)),
-                Field("config_json", lambda config: isinstance(config, str)),
+                Field(
+                    "config_json",
+                    lambda config: isinstance(config, str),
+                    size_limit=("MAX_CONFIG_BYTES", "an optimizer config"),
+                ),
                 Field("built", lambda built: isinstance(built, bool)),
                 Field("targets", _is_plain_int_list, decoded=list),
                 Field("variables", lambda entries: isinstance(entries, list)),
@@ -169,9 +175,11 @@ def record_problem(section: Section, record: Any, *, items: bool = True) -> str 
     """What is wrong with one record of ``section`` as written, or None: its shape, then (``items``) the
     items of its list fields (an asset's content, which the inspector may hold only as a length)."""
     fields = section.record
-    if not (isinstance(record, tuple) and len(record) == len(fields)):
-        return f"a {section.key} entry is not {section.spelled}"
-    if not all(field.check(value) for field, value in zip(fields, record)):
+    if not (
+        isinstance(record, tuple)
+        and len(record) == len(fields)
+        and all(field.check(value) for field, value in zip(fields, record))
+    ):
         return f"a {section.key} entry is not {section.spelled}"
     for field, value in zip(fields, record) if items else ():
         if field.item_problem is not None:
@@ -202,9 +210,10 @@ def checked_entries(body: Mapping, place_type: type = str) -> Iterator[tuple[Any
             problem = record_problem(section, item)
             if problem is not None:
                 raise corrupt(problem)
-            if section.key == "held_optimizers":
-                size = len(item[1])
-                limits.check_limit("MAX_CONFIG_BYTES", size, f"an optimizer config has {size:,} characters")
+            for field, value in zip(section.record, item):
+                if field.size_limit is not None:
+                    limit, what = field.size_limit
+                    limits.check_limit(limit, len(value), f"{what} has {len(value):,} characters")
             yield from ((entry, section.key) for entry in item[section.entries_index])
 
 

@@ -337,10 +337,14 @@ def _as_wrapper_fn(value):
     [
         pytest.param(lambda: _as_switch_branch(REGISTRY_NAME), id="a plain string as a switch branch"),
         pytest.param(lambda: _as_wrapper_fn(REGISTRY_NAME), id="a plain string as a wrapper's fn"),
-        pytest.param(lambda: _as_wrapper_fn({"class_name": None, "registered_name": REGISTRY_NAME, "config": {}}),
-                     id="a node whose class_name is null"),  # fmt: skip
-        pytest.param(lambda: _as_switch_branch({"class_name": "function", "config": REGISTRY_NAME}),
-                     id="a function node with no module"),  # fmt: skip
+        pytest.param(
+            lambda: _as_wrapper_fn({"class_name": None, "registered_name": REGISTRY_NAME, "config": {}}),
+            id="a node whose class_name is null",
+        ),
+        pytest.param(
+            lambda: _as_switch_branch({"class_name": "function", "config": REGISTRY_NAME}),
+            id="a function node with no module",
+        ),
     ],
 )
 def test_a_registered_function_reached_by_a_name_keras_resolves_is_refused_by_loads_and_inspect(marker, payload):

@@ -30,8 +30,8 @@ import keras
 from keras.src.trainers.trainer import Trainer
 
 from ...errors import KerasUnpicklingError, UnrecoverableConfigError
-from . import compile_objects as _compile_objects
 from .. import convert as _convert
+from . import compile_objects as _compile_objects
 from . import records as _records
 
 MARKER = "keras_pickle:compile_object:"

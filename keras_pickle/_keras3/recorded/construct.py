@@ -36,8 +36,8 @@ import keras
 
 from ..._wire.refs import unwrap
 from ...errors import KerasUnpicklingError, UnrecoverableConfigError
-from . import compile_objects as _compile_objects
 from .. import graph as _graph
+from . import compile_objects as _compile_objects
 from . import records as _records
 from .records import CONSTRUCTED_KEY
 
