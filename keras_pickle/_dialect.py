@@ -18,11 +18,11 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from ._wire.schema import DIALECT_KERAS3, DIALECT_NAMES, DIALECT_TF_KERAS
+from ._wire import dialect_traits
+from ._wire.schema import DIALECT_KERAS3, DIALECT_TF_KERAS
 from .errors import DialectError
 
 KERAS3, TF_KERAS = DIALECT_KERAS3, DIALECT_TF_KERAS
-_PACKAGES = {KERAS3: "keras", TF_KERAS: "tf_keras"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -76,19 +76,17 @@ def of(obj: Any) -> str:
 
 def version(dialect: str) -> str | None:
     """The installed version of ``dialect``'s package, if it is imported."""
-    module = sys.modules.get(_PACKAGES[dialect])
+    module = sys.modules.get(dialect_traits.of(dialect).package)
     return getattr(module, "__version__", None)
 
 
 def backend(dialect: str) -> str:
     """The backend ``dialect`` runs on here: Keras 3's configured one; TensorFlow for tf-keras."""
-    if dialect == TF_KERAS:
-        return "tensorflow"
-    return sys.modules["keras"].backend.backend()
+    return dialect_traits.of(dialect).backend or sys.modules["keras"].backend.backend()
 
 
 def name(dialect: str) -> str:
-    return DIALECT_NAMES.get(dialect, str(dialect))
+    return dialect_traits.BY_NAME[dialect].title if dialect in dialect_traits.BY_NAME else str(dialect)
 
 
 def require(dialect: str, written_version: str) -> None:

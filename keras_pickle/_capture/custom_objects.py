@@ -20,7 +20,7 @@ from keras.src.api_export import get_symbol_from_name
 from .._dialect import Dialect
 from .._pickling_context import cloudpickle_is_pickling
 from .._rebuild.registered import defined_here, registered, token_for
-from .._wire import config_walk
+from .._wire import config_walk, dialect_traits
 from .._wire.refs import InertReference
 from ..errors import CustomObjectError
 from .main_script import ByValue, of_main_script
@@ -38,7 +38,7 @@ def is_keras_builtin(ref: dict) -> bool:
         # module "builtins" and only their name; it then searches its own
         # modules for that name, as we do here.
         return class_name != "function" or _keras_builtin_function(ref_name(ref)) is not None
-    if isinstance(module, str) and module.split(".", 1)[0] in ("keras", "tf_keras"):  # tf-keras writes both
+    if dialect_traits.is_keras_module(module):  # tf-keras writes both spellings
         return not ref.get("registered_name") or ref.get("registered_name") in (
             class_name,
             ref.get("config"),
@@ -124,7 +124,7 @@ def collect(config: dict, live: Any, dialect: Dialect) -> dict[str, Any]:
 
 def _is_keras_own(obj: Any) -> bool:
     """Whether Keras (either dialect) defines ``obj``: a config naming it needs no custom object."""
-    return str(getattr(obj, "__module__", "") or "").split(".", 1)[0] in ("keras", "tf_keras")
+    return dialect_traits.is_keras_module(getattr(obj, "__module__", None))
 
 
 def _from_registry(ref: dict, dialect: Dialect) -> Any:

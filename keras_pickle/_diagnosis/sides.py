@@ -11,7 +11,7 @@ from typing import Any
 
 from .. import _dialect
 from .._version import __version__
-from .._wire import schema
+from .._wire import dialect_traits, schema
 from .._wire.reprs import as_text, shorten
 
 
@@ -36,7 +36,7 @@ def sides(header: Any) -> str | None:
     if written == here:
         return None
     keras_version, backend, format_version = (shorten(as_text(value), 40) for value in written.values())
-    keras_name = "Keras" if dialect == _dialect.KERAS3 else "tf-keras"
+    keras_name = dialect_traits.of(dialect).keras
     return (
         f"written by {keras_name} {keras_version} ({backend}, format {format_version}); loading on {keras_name} "
         f"{here['keras_version']} ({here['backend']}, keras_pickle {__version__}, reads format {schema.FORMAT_VERSION})"

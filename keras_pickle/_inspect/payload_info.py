@@ -7,6 +7,8 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
+from .._wire import dialect_traits
+
 
 @dataclasses.dataclass(frozen=True)
 class PayloadInfo:
@@ -75,8 +77,7 @@ class PayloadInfo:
         where = f", {self.out_of_band_buffers} out of band" if self.out_of_band_buffers else ""
         lines = [
             f"keras_pickle payload, format version {self.format_version} (pickle protocol {self.protocol})",
-            f"  written by      {'tf-keras' if self.dialect == 'tf_keras' else 'Keras'} {self.keras_version}, "
-            f"backend {self.backend}",
+            f"  written by      {dialect_traits.of(self.dialect).keras} {self.keras_version}, backend {self.backend}",
             f"  object          {self.model_class} ({self.kind})",
             f"  layers          {layers}",
             f"  parameters      {self.n_params:,}",

@@ -22,9 +22,9 @@ from .._safe_mode.config_judge import config_refusals
 from .._safe_mode.decision import KERAS_FREE_POLICY, is_stdlib, package_of
 from .._safe_mode.roles import SPECIAL_VALUES
 from .._safe_mode.rules import CALLABLE_GLOBALS, KERAS_PACKAGES
-from .._wire import config_walk
+from .._wire import config_walk, dialect_traits
 from .._wire.refs import InertReference, qualified_name
-from .._wire.schema import BY_VALUE, DIALECT_NAMES, DIALECT_TF_KERAS
+from .._wire.schema import BY_VALUE
 from .values import Call, Global, short
 
 UNDECIDED = (
@@ -47,7 +47,7 @@ class Verdict:
 def judge(globals_named: list[tuple[str, str]], custom: Any, config: Any, dialect: str = "keras3") -> Verdict:
     verdict = Verdict()
     undecided: list[str] = []  # what only the loading process can judge
-    table_dialect = DIALECT_TF_KERAS if dialect == DIALECT_TF_KERAS else "keras3"
+    table_dialect = dialect_traits.of(dialect).name
     for module, name in globals_named:
         if (module, name) in CALLABLE_GLOBALS or is_stdlib(module):
             continue  # allowed; or refused outright (reported with the stream)
@@ -79,7 +79,7 @@ def judge(globals_named: list[tuple[str, str]], custom: Any, config: Any, dialec
         config,
         KERAS_FREE_POLICY,
         candidates,
-        dialect=DIALECT_NAMES.get(dialect, "Keras"),
+        dialect=dialect_traits.of(dialect).title,
         unjudged=unjudged,
         vocabulary=table_dialect,
         custom_names=frozenset(table),
@@ -125,7 +125,7 @@ def _candidates(node: dict, custom: dict[str, Any], dialect: str) -> Iterator[An
     yield from ((obj, False) for obj in found if obj is not None)
     if not found:
         yield from ((obj, False) for obj in tables.static_candidates(node, dialect, spelt))
-    if dialect == DIALECT_TF_KERAS:
+    if dialect_traits.of(dialect).op_layer_calls:
         yield from resolution.op_layer_calls(resolution.op_layer_spelt(node), node)
 
 

@@ -18,7 +18,7 @@ import types
 from collections.abc import Iterable, Iterator
 from typing import Any, NamedTuple
 
-from .._wire import config_walk
+from .._wire import config_walk, dialect_traits
 from .._wire.reprs import bounded_repr
 from .._wire.schema import DIALECT_KERAS3, DIALECT_TF_KERAS
 from ..errors import UnsafePayloadError
@@ -138,8 +138,8 @@ def imported_module(module: Any, dialect: str) -> str | None:
     ``None`` where it imports none."""
     if not (isinstance(module, str) and module):
         return None
-    if dialect == DIALECT_TF_KERAS:
-        return "tf_" + module if module == "keras" or module.startswith("keras.") else module
+    if dialect_traits.of(dialect).imports_any_module:
+        return dialect_traits.of(dialect).own_module(module)
     return module if module.split(".", 1)[0] in KERAS3_IMPORTS else None
 
 

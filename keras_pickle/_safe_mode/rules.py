@@ -11,6 +11,7 @@ what this process has imported, never importing (a Keras that is not imported co
 
 from __future__ import annotations
 
+from .._wire import dialect_traits
 from .._wire.schema import (
     BY_VALUE,
     DEFINED_HERE,
@@ -75,7 +76,7 @@ wherever it is named, whatever it is: a payload's stream and configs never need 
 # What a payload may name as a class or function (inert references, custom objects, config nodes)
 # --------------------------------------------------------------------------
 
-KERAS_PACKAGES = ("keras", "tf_keras")
+KERAS_PACKAGES = dialect_traits.PACKAGES
 """The packages Keras itself lives in: what they define is Keras's own (allowed, but never as a custom
 object: Keras names its own)."""
 

@@ -27,11 +27,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import NamedTuple
 
-from .._wire import config_walk
+from .._wire import config_walk, dialect_traits
 from .resolution import Unjudged, Unresolved
 from .rules import ALLOW_CALLBACKS_ADVICE
-
-DIALECT_TABLES = {"keras3": "keras3.json", "tf_keras": "tf_keras.json"}
 
 OWNED_PACKAGES = {"keras": "keras3", "keras_hub": "keras3", "keras_nlp": "keras3", "keras_cv": "keras3",
                   "tf_keras": "tf_keras"}  # fmt: skip
@@ -99,7 +97,7 @@ class Vocabulary:
 
 @functools.cache
 def vocabulary(dialect: str) -> Vocabulary:
-    data = json.loads((Path(__file__).with_name("vocabulary") / DIALECT_TABLES[dialect]).read_text())
+    data = json.loads((Path(__file__).with_name("vocabulary") / dialect_traits.of(dialect).vocabulary).read_text())
     return Vocabulary(
         dialect, data["entries"], data["public"], data.get("registered", {}), data["reasons"], data["generated_from"]
     )
@@ -155,8 +153,8 @@ def static_candidates(node: dict, dialect: str, spelt: list[str]) -> Iterator[Na
     inspector sees it: a :class:`Named` path the table judges (a name in Keras's packages that it does not list is
     refused), or :class:`~.names.Unjudged` for a module outside Keras's packages (judged where the payload
     loads: refused there unless registered, a Keras subclass or named by the caller)."""
-    table = vocabulary(dialect)
-    prefix = "tf_keras" if dialect == "tf_keras" else "keras"
+    table, traits = vocabulary(dialect), dialect_traits.of(dialect)
+    prefix = traits.package
     registered = [name for name in (node.get("registered_name"), *spelt) if isinstance(name, str)]
     for name in dict.fromkeys(registered):  # Keras's registry first, then the module
         if name in table.registered:
@@ -167,10 +165,9 @@ def static_candidates(node: dict, dialect: str, spelt: list[str]) -> Iterator[Na
     elif module == "builtins":
         names = [f"{prefix}.{home}.{name}" for home in BUILTIN_NAMESPACES for name in spelt]
     else:
-        if dialect == "tf_keras" and (module == "keras" or module.startswith("keras.")):
-            module = "tf_" + module
+        module = traits.own_module(module)
         if owning_dialect(module) is None:
-            if dialect == "tf_keras" and any("." in name for name in config_walk.dotted_names(node)):
+            if traits.dotted_class_names and any("." in name for name in config_walk.dotted_names(node)):
                 yield Unresolved(f"{module}.{config_walk.dotted_names(node)[0]}")  # as names.dotted_attribute refuses
             elif module.split(".", 1)[0] in sys.stdlib_module_names or module == "builtins":
                 yield Named(f"{module}.{spelt[0] if spelt else '?'}")  # a standard-library name: refused

@@ -9,6 +9,7 @@ the call ``keras_pickle._format.restore(header, body)``; the limits are in :mod:
 * :mod:`.arrays`: one array entry, ``(path, dtype, shape, data)``, encoded, validated and decoded.
 * :mod:`.checksum`: the xxh3 checksum of header, body and custom-object names.
 * :mod:`.upgrade`: a payload of an older format version brought to the current shape, once.
+* :mod:`.dialect_traits`: each Keras dialect a payload may hold, as its readers ask about it (package, names).
 * :mod:`.config_walk`: the one walk over a decoded Keras config and the names its nodes spell.
 * :mod:`.refs`: the inert references safe mode hands the stream instead of a class or function.
 * :mod:`.reprs`: bounded reprs of untrusted values.

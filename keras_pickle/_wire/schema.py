@@ -47,7 +47,6 @@ UPGRADE = "in its checkout, git pull && python -m pip install -e ."
 """How to install a newer keras_pickle, as the README installs it (from a checkout: no index has it)."""
 DIALECT_KERAS3, DIALECT_TF_KERAS = DIALECTS = ("keras3", "tf_keras")
 """The Keras dialects a payload may hold: Keras 3 (``keras``), and tf-keras (Keras 2, ``tf_keras``)."""
-DIALECT_NAMES = {DIALECT_KERAS3: "Keras 3", DIALECT_TF_KERAS: "tf-keras (Keras 2)"}
 KIND_LAYER, KIND_LOSS, KIND_METRIC, KIND_OPTIMIZER = KINDS = ("layer", "loss", "metric", "optimizer")
 
 RESTORE = ("keras_pickle._format", "restore")

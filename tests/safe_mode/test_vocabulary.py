@@ -20,6 +20,7 @@ import keras_hub
 import pytest
 
 from keras_pickle._safe_mode import tables
+from keras_pickle._wire import dialect_traits
 
 HERE = Path(__file__).resolve().parent
 PACKAGES = {"keras3": ("keras", "keras_hub"), "tf_keras": ("tf_keras",)}
@@ -82,12 +83,12 @@ def test_the_generator_writes_the_committed_tables(tmp_path):
     subprocess.run([sys.executable, str(HERE / "make_vocabulary.py"), str(tmp_path)], check=True, env=env,
                    capture_output=True, timeout=600)  # fmt: skip
     committed = Path(tables.__file__).with_name("vocabulary")
-    for name in tables.DIALECT_TABLES.values():
+    for name in (traits.vocabulary for traits in dialect_traits.BY_NAME.values()):
         assert json.loads((tmp_path / name).read_text()) == json.loads((committed / name).read_text()), name
 
 
 def test_every_entry_has_a_role_or_a_stated_reason():
-    for dialect in tables.DIALECT_TABLES:
+    for dialect in dialect_traits.BY_NAME:
         table = tables.vocabulary(dialect)
         roles = set(table.entries.values())
         reasons = {role.partition(":")[2] for role in roles if role.startswith("refused:")}
