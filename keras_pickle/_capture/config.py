@@ -63,7 +63,7 @@ def config_to_json(config: dict, obj: Any) -> str:
     multiprocessing worker): the same model gives the same payload, and the same Dask token, on
     either side.
     """
-    if "__mp_main__" in sys.modules:  # only a spawn child has classes of __mp_main__
+    if getattr(sys.modules.get("__main__"), "__name__", None) == "__mp_main__":  # a spawn child's script
         _main_script_modules_as_none(config)
     try:
         return json.dumps(config)

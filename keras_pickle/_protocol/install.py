@@ -79,12 +79,13 @@ def _tf_keras_targets() -> list[tuple[type, type, tuple[str, ...]]]:
 
 
 def _patches() -> list[tuple[type, str, Callable]]:
-    patches = []
+    patches, patched = [], set()
     targets = [(cls, mixin, PROTOCOL_ATTRS) for cls, mixin in _targets()] + _tf_keras_targets()
     for cls, mixin, names in targets:
         for klass in mixin.__mro__:
             for name in names:
-                if name in klass.__dict__ and not any(p[:2] == (cls, name) for p in patches):
+                if name in klass.__dict__ and (cls, name) not in patched:
+                    patched.add((cls, name))
                     patches.append((cls, name, klass.__dict__[name]))
     for cls in (keras.Layer, keras.Model):
         patches.append((cls, "__new__", _wrapped(cls, "__new__", _records.recording_new)))

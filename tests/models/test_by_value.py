@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import pickle
 import sys
+import types
 
 import keras
 import pytest
@@ -206,7 +207,9 @@ def test_carried_class_is_the_writers_where_the_main_script_defines_it(monkeypat
 def test_a_spawn_childs_main_script_class_is_written_as_the_parent_writes_it(monkeypatch):
     """A ``spawn`` child runs the main script as ``__mp_main__``: its payload of the same model is the parent's
     (``"module": null``, as Keras writes ``__main__``), so the same model has the same Dask token on both."""
-    monkeypatch.setitem(sys.modules, "__mp_main__", sys.modules["__main__"])  # as in a spawn child
+    script = types.ModuleType("__mp_main__")  # as in a spawn child: the script runs under that name
+    monkeypatch.setitem(sys.modules, "__main__", script)
+    monkeypatch.setitem(sys.modules, "__mp_main__", script)
     written = {}
     for module in ("__main__", "__mp_main__"):
         gate = type("Gate", (keras.layers.Layer,), {"__module__": module, "call": lambda self, x: x * 2.0})
