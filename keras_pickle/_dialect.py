@@ -26,6 +26,19 @@ KERAS3, TF_KERAS = DIALECT_KERAS3, DIALECT_TF_KERAS
 
 
 @dataclasses.dataclass(frozen=True)
+class CopyPlan:
+    """What an attribute-by-attribute deep copy (:mod:`keras_pickle._protocol.attribute_copy`) does around an
+    object's attributes, for the object's dialect."""
+
+    first: list
+    """What the object owns besides its layers that is copied before its attributes (through the same memo)."""
+    scope: Callable[[], contextlib.AbstractContextManager]
+    """Entered around copying the attributes."""
+    finish: Callable[[Any], None]
+    """``(copy) -> None``: run on the assembled copy."""
+
+
+@dataclasses.dataclass(frozen=True)
 class Dialect:
     """The same functions for each Keras: how an object's config is written, what travels for it (its
     blueprint), how it is rebuilt, where its custom objects are found, how safe mode resolves its
@@ -53,8 +66,8 @@ class Dialect:
     """Where the deserializer looks names up beyond the payload's and the caller's custom objects."""
     adapt_body: Callable[[dict, dict], dict]
     """``(header, body) -> body``: a payload from a newer version of the dialect, adapted to this one."""
-    vocabulary: str
-    """Safe mode's vocabulary of the dialect's packages (``keras_pickle/_safe_mode/vocabulary/<name>.json``)."""
+    copy_plan: Callable[[Any, dict], CopyPlan]
+    """``(obj, memo) -> CopyPlan``: what a deep copy that copies ``obj`` attribute by attribute adds."""
     records_calls: bool
     """Whether ``install()`` records constructor and ``compile()`` calls of its objects, so that its
     metrics and optimizers travel with their state (Keras 3; tf-keras's travel with their model)."""

@@ -13,4 +13,5 @@
 * :mod:`.state`: what a model's state is made of: its optimizer and held metrics.
 * :mod:`.layer_state`: state kept outside variables (vocabularies, assets, RNN states), by layer place.
 * :mod:`.safe_mode`: what safe mode needs from Keras 3: its registry and how its deserializer resolves names.
+* :mod:`.copy_plan`: what a deep copy attribute by attribute adds for Keras 3 (records, tracking).
 """

@@ -22,31 +22,19 @@ Contract, beyond ``deepcopy``'s own:
 * The functions a model compiled for itself (``train_function``, ``test_function``,
   ``predict_function``, ``train_tf_function``) close over the original: the copy starts without them
   and makes its own on first use, as after ``compile()``.
-* A tf-keras model's optimizer (tf-keras's optimizers do not deep-copy) is rebuilt from its config and
-  given the original's iterations and slots, built for the copy's trainable variables.
-* What keras_pickle records beside a Keras 3 object (constructor and ``compile()`` arguments, the
-  optimizer and metrics it owns: :mod:`keras_pickle._keras3.recorded.records`) is recorded for the copy, with
-  the arguments copied through the same memo.
+* What the object's dialect adds is its copy plan (``Dialect.copy_plan``), asked once per object: Keras 3
+  (:mod:`keras_pickle._keras3.copy_plan`) records for the copy what keras_pickle records beside the original
+  (constructor and ``compile()`` arguments, copied through the same memo) and retracks it; tf-keras
+  (:mod:`keras_pickle._tfkeras.copy_plan`) rebuilds a model's optimizer from its config (tf-keras's optimizers do
+  not deep-copy) and gives it the original's iterations and slots, built for the copy's trainable variables.
 """
 
 from __future__ import annotations
 
-import contextlib
-import json
 import types
-from collections.abc import Callable
 from copy import deepcopy
 from typing import Any
 
-from keras.src.utils import tracking
-
-from .._blueprint import CapturedState
-from .._capture import custom_objects as _custom_objects
-from .._keras3.recorded import records as _records
-from .._tfkeras import classes as _tfkeras_classes
-from .._tfkeras import rebuild as _tfkeras_rebuild
-from .._tfkeras import state as _tfkeras_state
-from .._tfkeras import walk as _tfkeras_walk
 from . import dialects as _dialects
 
 COMPILED_FUNCTIONS = ("train_function", "test_function", "predict_function", "train_tf_function")
@@ -61,12 +49,10 @@ def copy_attributes(obj: Any, memo: dict) -> Any:
     memo[id(obj)] = twin
     own = _state_of(obj)
     fresh = dict(vars(twin))
-    keras3 = _dialects.of(obj) is _dialects.KERAS3
-    parts = [part for part, _path in _records.owned_parts(obj)] if keras3 else []
-    give_optimizer_state = None if keras3 else _tf_keras_optimizer(obj, memo)
-    deepcopy([*_direct_layers(obj), *parts], memo)
+    plan = _dialects.of(obj).copy_plan(obj, memo)
+    deepcopy([*_direct_layers(obj), *plan.first], memo)
     deepcopy(_variables(obj), memo)
-    with tracking.DotNotTrackScope() if keras3 else contextlib.nullcontext():
+    with plan.scope():
         state = deepcopy({k: v for k, v in own.items() if k not in fresh or not _closure(fresh[k])}, memo)
     for name in COMPILED_FUNCTIONS:
         if name in state:
@@ -79,42 +65,8 @@ def copy_attributes(obj: Any, memo: dict) -> Any:
     else:
         vars(twin).update(state)
     vars(twin).update(kept)
-    if keras3:
-        _records.copy_records(obj, twin, memo)
-        _retrack(twin)
-    if give_optimizer_state is not None:
-        give_optimizer_state(twin)
+    plan.finish(twin)
     return twin
-
-
-def _tf_keras_optimizer(model: Any, memo: dict) -> Callable[[Any], None] | None:
-    """For a tf-keras model compiled with a ``tf_keras.optimizers`` optimizer: its copy, rebuilt from its
-    config, put in ``memo`` (tf-keras's optimizers do not deep-copy: their distribution strategy refuses a
-    second instance), and what gives it the original's state once the model's copy is assembled: built
-    for the copy's trainable variables when the original was, every value (iterations, slots) in order."""
-    optimizer = _tfkeras_walk.optimizer_of(model)
-    if not _tfkeras_classes.is_optimizer(optimizer) or _tfkeras_classes.is_legacy_optimizer(optimizer):
-        return None
-    config = _tfkeras_rebuild.config_of(optimizer)
-    custom_objects = _custom_objects.collect(config, optimizer, _dialects.TF_KERAS)
-    memo[id(optimizer)] = _tfkeras_rebuild.from_config(json.dumps(config), custom_objects, safe_mode=False)
-    state = CapturedState(
-        variables=[],
-        optimizer_variables=[
-            (key, _tfkeras_state.read(v)) for key, v in _tfkeras_walk.keyed(list(optimizer.variables))
-        ],
-        layer_states=[],
-        optimizer_built=bool(getattr(optimizer, "_built", False)),
-    )
-    return lambda twin: _tfkeras_state.apply_to_optimizer(twin, state)
-
-
-def _retrack(twin: Any) -> None:
-    """Point the copy's Keras 3 tracker at what its stores hold: the copied ``stored_ids`` are the
-    original's objects' ids, which would let the copy track one of its own objects twice."""
-    tracker = vars(twin).get("_tracker")
-    if isinstance(tracker, tracking.Tracker):
-        tracker.stored_ids = {name: {id(value) for value in store} for name, (_test, store) in tracker.config.items()}
 
 
 def _state_of(obj: Any) -> dict:

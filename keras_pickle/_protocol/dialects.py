@@ -15,16 +15,23 @@ from keras.src.saving import serialization_lib
 
 from .. import _dialect
 from .._capture import config as _capture_config
+from .._capture import custom_objects as _custom_objects
 from .._capture import encode as _capture_encode
+from .._keras3 import copy_plan as _keras3_copy_plan
 from .._keras3 import safe_mode as _keras3_safe_mode
 from .._keras3.census import census_of
 from .._rebuild import from_blueprint as _from_blueprint
 from .._rebuild import skew as _skew
 from .._tfkeras import classes as _tfkeras_classes
+from .._tfkeras import copy_plan as _tfkeras_copy_plan
 from .._tfkeras import rebuild as _tfkeras_rebuild
 from .._tfkeras import safe_mode as _tfkeras_safe_mode
 from .._tfkeras import walk as _tfkeras_walk
 from .._wire.schema import DIALECT_KERAS3, DIALECT_TF_KERAS
+
+
+def _tf_keras_custom_objects(config: dict, live: Any) -> dict:
+    return _custom_objects.collect(config, live, TF_KERAS)
 
 
 def _keras3_layers(live: Any) -> tuple[list, Any]:
@@ -44,7 +51,7 @@ KERAS3 = _dialect.Dialect(
     safe_mode_scope=lambda: serialization_lib.SafeModeScope(True),
     registries=list,
     adapt_body=_skew.adapt_body,
-    vocabulary="keras3",
+    copy_plan=_keras3_copy_plan.plan,
     records_calls=True,
 )
 
@@ -60,7 +67,7 @@ TF_KERAS = _dialect.Dialect(
     safe_mode_scope=lambda: _tfkeras_rebuild.safe_mode_scope(True),
     registries=_tfkeras_safe_mode.registries,
     adapt_body=lambda header, body: body,
-    vocabulary="tf_keras",
+    copy_plan=lambda obj, memo: _tfkeras_copy_plan.plan(obj, memo, custom_objects_of=_tf_keras_custom_objects),
     records_calls=False,
 )
 

@@ -102,7 +102,7 @@ def vet_body(body: dict, dialect: Dialect, decoded: list | None = None) -> list:
             policy,
             candidates,
             dialect=name,
-            vocabulary=dialect.vocabulary,
+            vocabulary=dialect.name,
             custom_names=custom_names,
             resolve_string=lambda text: ((unwrap(at[text]), is_carried(at[text])) for at in named if text in at),
         )
