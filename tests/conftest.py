@@ -2,10 +2,21 @@
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
+import tempfile
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+if "JAX_COMPILATION_CACHE_DIR" not in os.environ:
+    # On JAX, XLA compiles each new model's steps; the same program (a model and its copy, the same model in a
+    # fresh interpreter this process starts) then compiles once per test process instead of once per model.
+    os.environ["JAX_COMPILATION_CACHE_DIR"] = _xla_cache = tempfile.mkdtemp(prefix="keras-pickle-xla-cache-")
+    _owner = os.getpid()  # a forked child that exits through atexit leaves the cache to this process
+    atexit.register(lambda: os.getpid() == _owner and shutil.rmtree(_xla_cache, ignore_errors=True))
+    os.environ["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] = "0"
+    os.environ["JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES"] = "0"
 
 import pytest  # noqa: E402
 
