@@ -45,6 +45,8 @@ def _serialize_with_sharing(obj: Any) -> dict:
     """
     with serialization_lib.ObjectSharingScope():
         config = serialization_lib.serialize_keras_object(obj)
+        if not _any_object_met_twice():
+            return config  # Keras wrote no shared_object_id: the config is canonical as it is
     canonical, shared = _survey.canonicalize(config)
     if not shared:
         return canonical
@@ -53,6 +55,13 @@ def _serialize_with_sharing(obj: Any) -> dict:
         recorded.update({object_id: {} for object_id in shared})
         marked = serialization_lib.serialize_keras_object(obj)
     return _survey.canonical_config(marked) if _survey.only_marks_added(config, marked, shared) else canonical
+
+
+def _any_object_met_twice() -> bool:
+    """Whether the enclosing ``ObjectSharingScope`` serialized an object twice: only then does Keras write a
+    ``shared_object_id`` (on both occurrences' configs), so without one no config holds an id to renumber."""
+    recorded = global_state.get_global_attribute("shared_objects/id_to_config_map") or {}
+    return any(_survey.SHARED_OBJECT_KEY in config for config in recorded.values())
 
 
 def config_to_json(config: dict, obj: Any) -> str:

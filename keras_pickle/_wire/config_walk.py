@@ -24,7 +24,7 @@ def iter_nodes(config: Any, descend: Callable[[dict], bool] | None = None) -> It
         if isinstance(node, dict):
             yield node
             if descend is None or descend(node):
-                stack.extend(reversed(list(node.values())))
+                stack.extend(reversed(node.values()))
         elif isinstance(node, (list, tuple)):
             stack.extend(reversed(node))
 
