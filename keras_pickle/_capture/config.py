@@ -13,6 +13,7 @@ from keras.src.saving import serialization_lib
 from .._keras3 import graph as _graph
 from .._keras3 import survey as _survey
 from .._keras3.recorded import weight_decay as _weight_decay
+from .._wire.refs import SPAWNED_MAIN
 from ..errors import KerasPicklingError
 
 
@@ -72,7 +73,7 @@ def config_to_json(config: dict, obj: Any) -> str:
     multiprocessing worker): the same model gives the same payload, and the same Dask token, on
     either side.
     """
-    if getattr(sys.modules.get("__main__"), "__name__", None) == "__mp_main__":  # a spawn child's script
+    if getattr(sys.modules.get("__main__"), "__name__", None) == SPAWNED_MAIN:  # a spawn child's script
         _main_script_modules_as_none(config)
     try:
         return json.dumps(config)
@@ -90,7 +91,7 @@ def _main_script_modules_as_none(config: Any) -> None:
     while stack:
         node = stack.pop()
         if isinstance(node, dict):
-            if node.get("module") == "__mp_main__" and "class_name" in node:
+            if node.get("module") == SPAWNED_MAIN and "class_name" in node:
                 node["module"] = None
             stack.extend(node.values())
         elif isinstance(node, (list, tuple)):

@@ -21,11 +21,9 @@ from .._dialect import Dialect
 from .._pickling_context import cloudpickle_is_pickling
 from .._rebuild.registered import defined_here, registered, token_for
 from .._wire import config_walk, dialect_traits
-from .._wire.refs import InertReference
+from .._wire.refs import MAIN_MODULES, InertReference
 from ..errors import CustomObjectError
 from .main_script import ByValue, of_main_script
-
-_MAIN_MODULES = ("__main__", "__mp_main__")
 
 
 def is_keras_builtin(ref: dict) -> bool:
@@ -155,7 +153,7 @@ def _from_live(ref: dict, live: dict[str, list[Any]]) -> Any:
     module = ref.get("module")
     for obj in live.get(ref_name(ref), ()):
         obj_module = getattr(obj, "__module__", None)
-        if obj_module == module or module == "builtins" or (module is None and obj_module in _MAIN_MODULES):
+        if obj_module == module or module == "builtins" or (module is None and obj_module in MAIN_MODULES):
             return obj
     return None
 

@@ -23,8 +23,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from .._rebuild.load_by_value import BY_VALUE_REMEDY, MAIN_MODULES, by_value
-from .._wire.refs import InertReference
+from .._rebuild.load_by_value import BY_VALUE_REMEDY, by_value
+from .._wire.refs import MAIN_MODULES, InertReference
 from ..errors import CustomObjectError
 
 

@@ -29,13 +29,10 @@ from .._options import load_options
 from .._safe_mode.decision import refusal
 from .._safe_mode.resolution import resolve_as_defined
 from .._wire import schema
-from .._wire.refs import InertReference, qualified_name
+from .._wire.refs import MAIN_MODULES, InertReference, qualified_name
 from .._wire.reprs import bounded_repr, shorten
 from ..errors import CustomObjectLoadError, KerasUnpicklingError, UnsafePayloadError
 from .vetting import globals_policy
-
-MAIN_MODULES = ("__main__", "__mp_main__")
-"""The names a main script runs under: itself, and in a ``spawn`` / ``forkserver`` child of it."""
 
 BY_VALUE_REMEDY = (
     "define {name} in a module the loading process imports (it then travels by reference, and safe mode "

@@ -50,6 +50,12 @@ def is_carried(value: Any) -> bool:
     return isinstance(value, InertReference) and value.carried
 
 
+SPAWNED_MAIN = "__mp_main__"
+"""The name a main script runs under in a ``spawn`` / ``forkserver`` child of its process."""
+MAIN_MODULES = ("__main__", SPAWNED_MAIN)
+"""The names a main script runs under: itself, and in a ``spawn`` / ``forkserver`` child of it."""
+
+
 def qualified_name(value: Any) -> str:
     """``module.qualname`` of a custom object as the stream names it (the main script as ``__main__``).
 
@@ -60,4 +66,5 @@ def qualified_name(value: Any) -> str:
         name = value.qualified_name
     else:
         name = f"{getattr(value, '__module__', None)}.{getattr(value, '__qualname__', None)}"
-    return "__main__." + name.removeprefix("__mp_main__.") if name.startswith("__mp_main__.") else name
+    spawned = SPAWNED_MAIN + "."
+    return "__main__." + name.removeprefix(spawned) if name.startswith(spawned) else name

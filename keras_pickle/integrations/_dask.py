@@ -31,6 +31,7 @@ import numpy as np
 import xxhash
 
 from .._capture.main_script import ByValue
+from .._wire.refs import MAIN_MODULES
 from ..errors import KerasPickleError
 
 _saved: list[tuple[Any, type, Any]] = []  # (dispatch, type, what it had) for uninstall
@@ -91,12 +92,9 @@ class _TokenPickler(pickle.Pickler):
     def persistent_id(self, obj: Any) -> Any:
         if isinstance(obj, ByValue):  # carried by value: cloudpickle's bytes differ between processes
             obj = obj.target
-        if isinstance(obj, (type, FunctionType)) and getattr(obj, "__module__", None) in _MAIN_MODULES:
+        if isinstance(obj, (type, FunctionType)) and getattr(obj, "__module__", None) in MAIN_MODULES:
             return f"__main__.{obj.__qualname__}"
         return None
-
-
-_MAIN_MODULES = ("__main__", "__mp_main__")
 
 
 def variables_nbytes(obj: Any) -> int:
