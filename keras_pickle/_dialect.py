@@ -89,13 +89,13 @@ def of(obj: Any) -> str:
 
 def version(dialect: str) -> str | None:
     """The installed version of ``dialect``'s package, if it is imported."""
-    module = sys.modules.get(dialect_traits.of(dialect).package)
+    module = sys.modules.get(dialect_traits.BY_NAME[dialect].package)
     return getattr(module, "__version__", None)
 
 
 def backend(dialect: str) -> str:
     """The backend ``dialect`` runs on here: Keras 3's configured one; TensorFlow for tf-keras."""
-    return dialect_traits.of(dialect).backend or sys.modules["keras"].backend.backend()
+    return dialect_traits.BY_NAME[dialect].backend or sys.modules["keras"].backend.backend()
 
 
 def name(dialect: str) -> str:

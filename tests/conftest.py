@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import atexit
+import importlib.util
 import os
 import shutil
 import tempfile
@@ -17,6 +18,8 @@ if "JAX_COMPILATION_CACHE_DIR" not in os.environ:
     atexit.register(lambda: os.getpid() == _owner and shutil.rmtree(_xla_cache, ignore_errors=True))
     os.environ["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] = "0"
     os.environ["JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES"] = "0"
+    if importlib.util.find_spec("filelock") is not None:  # a size limit turns on JAX's locking of the cache
+        os.environ["JAX_COMPILATION_CACHE_MAX_SIZE"] = str(2 << 30)
 
 import pytest  # noqa: E402
 

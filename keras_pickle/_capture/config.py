@@ -46,8 +46,6 @@ def _serialize_with_sharing(obj: Any) -> dict:
     """
     with serialization_lib.ObjectSharingScope():
         config = serialization_lib.serialize_keras_object(obj)
-        if not _any_object_met_twice():
-            return config  # Keras wrote no shared_object_id: the config is canonical as it is
     canonical, shared = _survey.canonicalize(config)
     if not shared:
         return canonical
@@ -58,13 +56,6 @@ def _serialize_with_sharing(obj: Any) -> dict:
     return _survey.canonical_config(marked) if _survey.only_marks_added(config, marked, shared) else canonical
 
 
-def _any_object_met_twice() -> bool:
-    """Whether the enclosing ``ObjectSharingScope`` serialized an object twice: only then does Keras write a
-    ``shared_object_id`` (on both occurrences' configs), so without one no config holds an id to renumber."""
-    recorded = global_state.get_global_attribute("shared_objects/id_to_config_map") or {}
-    return any(_survey.SHARED_OBJECT_KEY in config for config in recorded.values())
-
-
 def config_to_json(config: dict, obj: Any) -> str:
     """``config`` as JSON text; ``KerasPicklingError`` naming the fix where it is not JSON-serializable.
 
@@ -73,7 +64,7 @@ def config_to_json(config: dict, obj: Any) -> str:
     multiprocessing worker): the same model gives the same payload, and the same Dask token, on
     either side.
     """
-    if getattr(sys.modules.get("__main__"), "__name__", None) == SPAWNED_MAIN:  # a spawn child's script
+    if SPAWNED_MAIN in sys.modules:  # wherever multiprocessing is imported: a class may come from a spawn child
         _main_script_modules_as_none(config)
     try:
         return json.dumps(config)

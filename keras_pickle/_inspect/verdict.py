@@ -79,7 +79,7 @@ def judge(globals_named: list[tuple[str, str]], custom: Any, config: Any, dialec
         config,
         KERAS_FREE_POLICY,
         candidates,
-        dialect=dialect_traits.of(dialect).title,
+        dialect=dialect_traits.BY_NAME[dialect].title if dialect in dialect_traits.BY_NAME else "Keras",
         unjudged=unjudged,
         vocabulary=table_dialect,
         custom_names=frozenset(table),

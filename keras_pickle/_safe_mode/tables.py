@@ -29,10 +29,12 @@ from typing import NamedTuple
 
 from .._wire import config_walk, dialect_traits
 from .resolution import Unjudged, Unresolved
-from .rules import ALLOW_CALLBACKS_ADVICE
+from .rules import ALLOW_CALLBACKS_ADVICE, KERAS3_IMPORTS
 
-OWNED_PACKAGES = {"keras": "keras3", "keras_hub": "keras3", "keras_nlp": "keras3", "keras_cv": "keras3",
-                  "tf_keras": "tf_keras"}  # fmt: skip
+OWNED_PACKAGES = {
+    **dict.fromkeys(KERAS3_IMPORTS, dialect_traits.KERAS3.name),
+    **{traits.package: traits.name for traits in dialect_traits.BY_NAME.values() if traits.imports_any_module},
+}
 """The packages Keras itself (either dialect) and KerasHub live in, with the table that lists what they define:
 an object defined in one is allowed only as its table says."""
 
@@ -97,7 +99,7 @@ class Vocabulary:
 
 @functools.cache
 def vocabulary(dialect: str) -> Vocabulary:
-    data = json.loads((Path(__file__).with_name("vocabulary") / dialect_traits.of(dialect).vocabulary).read_text())
+    data = json.loads((Path(__file__).with_name("vocabulary") / dialect_traits.BY_NAME[dialect].vocabulary).read_text())
     return Vocabulary(
         dialect, data["entries"], data["public"], data.get("registered", {}), data["reasons"], data["generated_from"]
     )
