@@ -9,6 +9,7 @@ from __future__ import annotations
 import copy
 import io
 import json
+import os
 import pickle
 import random
 import sys
@@ -127,8 +128,22 @@ _AUDITING = threading.Event()
 _WATCHED_EVENTS = ("os.", "subprocess.", "socket.", "shutil.", "ctypes.", "import", "exec", "compile")
 
 
+_XLA_CACHE = os.environ.get("JAX_COMPILATION_CACHE_DIR")
+"""The XLA compilation cache tests/conftest.py gives this process: on JAX, compiling a program (a model's first
+call or fit, whatever the model) reads and writes there; what JAX does for the test process, not what a payload
+makes happen. Nothing a payload holds can name the directory, which is created with a random name."""
+
+
+def _in_xla_cache(args: tuple) -> bool:
+    path = args[0] if args else None
+    if not (_XLA_CACHE and isinstance(path, (str, bytes, os.PathLike))):
+        return False
+    path = os.fsdecode(path)
+    return path == _XLA_CACHE or path.startswith(_XLA_CACHE + os.sep)
+
+
 def _audit(event: str, args: tuple) -> None:
-    if _AUDITING.is_set() and event.startswith(_WATCHED_EVENTS):
+    if _AUDITING.is_set() and event.startswith(_WATCHED_EVENTS) and not _in_xla_cache(args):
         _AUDITED.append(f"{event}{args!r:.120}")
 
 
