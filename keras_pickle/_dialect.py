@@ -68,6 +68,9 @@ class Dialect:
     """``(header, body) -> body``: a payload from a newer version of the dialect, adapted to this one."""
     copy_plan: Callable[[Any, dict], CopyPlan]
     """``(obj, memo) -> CopyPlan``: what a deep copy that copies ``obj`` attribute by attribute adds."""
+    protocol_bases: Callable[[], dict[str, type]]
+    """The base classes ``install()`` gives the pickle protocol, by role (``layer``, ``model``, ``loss``,
+    ``optimizer``, ``metric``, ``callback``...): none while the dialect's package is not imported."""
     records_calls: bool
     """Whether ``install()`` records constructor and ``compile()`` calls of its objects, so that its
     metrics and optimizers travel with their state (Keras 3; tf-keras's travel with their model)."""

@@ -34,6 +34,17 @@ def _tf_keras_custom_objects(config: dict, live: Any) -> dict:
     return _custom_objects.collect(config, live, TF_KERAS)
 
 
+def _keras3_protocol_bases() -> dict[str, type]:
+    return {
+        "layer": keras.Layer,
+        "model": keras.Model,  # scikeras patches Model directly: Model's own attributes must be ours
+        "loss": keras.losses.Loss,
+        "optimizer": keras.optimizers.Optimizer,
+        "metric": keras.metrics.Metric,
+        "callback": keras.callbacks.Callback,
+    }
+
+
 def _keras3_layers(live: Any) -> tuple[list, Any]:
     census = census_of(live)
     return census.layers, census.root
@@ -52,6 +63,7 @@ KERAS3 = _dialect.Dialect(
     registries=list,
     adapt_body=_skew.adapt_body,
     copy_plan=_keras3_copy_plan.plan,
+    protocol_bases=_keras3_protocol_bases,
     records_calls=True,
 )
 
@@ -68,6 +80,7 @@ TF_KERAS = _dialect.Dialect(
     registries=_tfkeras_safe_mode.registries,
     adapt_body=lambda header, body: body,
     copy_plan=lambda obj, memo: _tfkeras_copy_plan.plan(obj, memo, custom_objects_of=_tf_keras_custom_objects),
+    protocol_bases=lambda: _tfkeras_classes.protocol_bases() if _tfkeras_classes.is_imported() else {},
     records_calls=False,
 )
 

@@ -1,10 +1,10 @@
 """``install()`` / ``uninstall()``: the mixins' protocol methods on Keras's own classes.
 
-``install()`` copies the protocol methods of :mod:`keras_pickle._protocol.mixins` onto
-``keras.Layer``, ``keras.Model``, ``keras.losses.Loss``,
-``keras.optimizers.Optimizer``, ``keras.metrics.Metric`` and
-``keras.callbacks.Callback``, so that ``pickle``, ``copy``, joblib, cloudpickle
-and friends use keras_pickle for every Keras object; ``uninstall()`` puts back
+``install()`` copies the protocol methods of :mod:`keras_pickle._protocol.mixins` onto the
+base classes each dialect names (``Dialect.protocol_bases``: ``keras.Layer``, ``keras.Model``,
+``keras.losses.Loss``, ``keras.optimizers.Optimizer``, ``keras.metrics.Metric``,
+``keras.callbacks.Callback``, and tf-keras's once it is imported), so that ``pickle``, ``copy``,
+joblib, cloudpickle and friends use keras_pickle for every Keras object; ``uninstall()`` puts back
 exactly what was there. Importing this module registers "install on first
 load" with the reconstructor: a process that loads a payload pickles the same way.
 """
@@ -25,7 +25,7 @@ from .._keras3 import deferred as _deferred
 from .._keras3.recorded import compile_objects as _compile_objects
 from .._keras3.recorded import records as _records
 from .._keras3.recorded.signatures import CACHED_INSPECT
-from .._tfkeras import classes as _tfkeras_classes
+from . import dialects as _dialects
 from . import opt_in as _opt_in
 from .mixins import (
     PROTOCOL_ATTRS,
@@ -44,44 +44,37 @@ _originals: dict[tuple[type, str], Any] = {}
 _uninstalled_explicitly = False
 
 
-def _targets() -> list[tuple[type, type]]:
-    return [
-        (keras.Layer, LayerPickleMixin),
-        # scikeras patches Model directly; Model's own attributes must be ours.
-        (keras.Model, LayerPickleMixin),
-        (keras.losses.Loss, LossPickleMixin),
-        (keras.optimizers.Optimizer, OptimizerPickleMixin),
-        (keras.metrics.Metric, MetricPickleMixin),
-        (keras.callbacks.Callback, CallbackPickleMixin),
-    ]
-
-
 _REDUCERS = ("__reduce_ex__", "__reduce__")
+MIXIN_OF_ROLE = {
+    "layer": LayerPickleMixin,
+    "model": LayerPickleMixin,  # each dialect's Model defines protocol methods of its own
+    "loss": LossPickleMixin,
+    "optimizer": OptimizerPickleMixin,
+    "legacy_optimizer": OptimizerPickleMixin,
+    "metric": MetricPickleMixin,
+    "callback": CallbackPickleMixin,
+}
+"""The mixin each role of a dialect's :attr:`~keras_pickle._dialect.Dialect.protocol_bases` receives."""
+_STATEFUL_PARTS = ("optimizer", "legacy_optimizer", "metric")
 
 
-def _tf_keras_targets() -> list[tuple[type, type, tuple[str, ...]]]:
-    """tf-keras's classes and what they receive, once tf-keras is imported (never imported from here).
-
-    Optimizers and metrics receive the refusal only: their copies stay tf-keras's own.
-    """
-    if not _tfkeras_classes.is_imported():
-        return []
-    bases = _tfkeras_classes.protocol_bases()
+def _targets() -> list[tuple[type, type, tuple[str, ...]]]:
+    """Each base class of each dialect, the mixin it receives and which of its methods. Optimizers and metrics
+    of a dialect that records no calls receive the refusal only: their copies stay the dialect's own."""
     return [
-        (bases["layer"], LayerPickleMixin, PROTOCOL_ATTRS),
-        (bases["model"], LayerPickleMixin, PROTOCOL_ATTRS),  # tf-keras's Model defines its own
-        (bases["loss"], LossPickleMixin, PROTOCOL_ATTRS),
-        (bases["optimizer"], OptimizerPickleMixin, _REDUCERS),
-        (bases["legacy_optimizer"], OptimizerPickleMixin, _REDUCERS),
-        (bases["metric"], MetricPickleMixin, _REDUCERS),
-        (bases["callback"], CallbackPickleMixin, PROTOCOL_ATTRS),
+        (
+            cls,
+            MIXIN_OF_ROLE[role],
+            PROTOCOL_ATTRS if dialect.records_calls or role not in _STATEFUL_PARTS else _REDUCERS,
+        )
+        for dialect in _dialects.BY_NAME.values()
+        for role, cls in dialect.protocol_bases().items()
     ]
 
 
 def _patches() -> list[tuple[type, str, Callable]]:
     patches, patched = [], set()
-    targets = [(cls, mixin, PROTOCOL_ATTRS) for cls, mixin in _targets()] + _tf_keras_targets()
-    for cls, mixin, names in targets:
+    for cls, mixin, names in _targets():
         for klass in mixin.__mro__:
             for name in names:
                 if name in klass.__dict__ and (cls, name) not in patched:
