@@ -23,6 +23,7 @@ from ._wire.schema import DIALECT_KERAS3, DIALECT_TF_KERAS
 from .errors import DialectError
 
 KERAS3, TF_KERAS = DIALECT_KERAS3, DIALECT_TF_KERAS
+TF_KERAS_MODULE = dialect_traits.TF_KERAS.package
 
 
 @dataclasses.dataclass(frozen=True)
@@ -80,7 +81,7 @@ def of_class(cls: type) -> str:
     """The dialect whose base classes ``cls`` derives from: tf-keras if any class of its MRO is tf-keras's."""
     for klass in getattr(cls, "__mro__", (cls,)):
         module = getattr(klass, "__module__", None) or ""
-        if module == "tf_keras" or module.startswith("tf_keras."):
+        if module == TF_KERAS_MODULE or module.startswith(TF_KERAS_MODULE + "."):
             return TF_KERAS
     return KERAS3
 
@@ -122,6 +123,3 @@ def require(dialect: str, written_version: str) -> None:
             written=dialect,
             here=(KERAS3,),
         ) from e
-
-
-TF_KERAS_MODULE = "tf_keras"

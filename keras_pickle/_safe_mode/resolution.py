@@ -138,8 +138,9 @@ def imported_module(module: Any, dialect: str) -> str | None:
     ``None`` where it imports none."""
     if not (isinstance(module, str) and module):
         return None
-    if dialect_traits.of(dialect).imports_any_module:
-        return dialect_traits.of(dialect).own_module(module)
+    traits = dialect_traits.of(dialect)
+    if traits.imports_any_module:
+        return traits.own_module(module)
     return module if module.split(".", 1)[0] in KERAS3_IMPORTS else None
 
 

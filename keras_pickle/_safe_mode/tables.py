@@ -33,7 +33,7 @@ from .rules import ALLOW_CALLBACKS_ADVICE, KERAS3_IMPORTS
 
 OWNED_PACKAGES = {
     **dict.fromkeys(KERAS3_IMPORTS, dialect_traits.KERAS3.name),
-    **{traits.package: traits.name for traits in dialect_traits.BY_NAME.values() if traits.imports_any_module},
+    dialect_traits.TF_KERAS.package: dialect_traits.TF_KERAS.name,
 }
 """The packages Keras itself (either dialect) and KerasHub live in, with the table that lists what they define:
 an object defined in one is allowed only as its table says."""
