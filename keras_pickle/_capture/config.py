@@ -64,10 +64,14 @@ def config_to_json(config: dict, obj: Any) -> str:
     multiprocessing worker): the same model gives the same payload, and the same Dask token, on
     either side.
     """
-    if SPAWNED_MAIN in sys.modules:  # wherever multiprocessing is imported: a class may come from a spawn child
-        _main_script_modules_as_none(config)
     try:
-        return json.dumps(config)
+        text = json.dumps(config)
+        # Wherever multiprocessing is imported a class may come from a spawn child. Its module's name, a
+        # plain ASCII string, appears in the text as it is wherever the config holds it.
+        if SPAWNED_MAIN in sys.modules and f'"{SPAWNED_MAIN}"' in text:
+            _main_script_modules_as_none(config)
+            text = json.dumps(config)
+        return text
     except TypeError as e:
         raise KerasPicklingError(
             f"Cannot pickle {type(obj).__name__}: its config is not JSON-serializable ({e}). "

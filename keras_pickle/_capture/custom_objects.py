@@ -92,7 +92,13 @@ def collect(config: dict, live: Any, dialect: Dialect) -> dict[str, Any]:
     """
     index: dict[str, list[Any]] | None = None
     found: dict[str, Any] = {}
+    seen: set[tuple] = set()
     for ref in config_walk.object_refs(config):
+        identity = _identity(ref)
+        if identity is not None:  # a model names the same few classes many times: each is looked at once
+            if identity in seen:
+                continue
+            seen.add(identity)
         if is_keras_builtin(ref):
             continue
         keys = lookup_keys(ref)
@@ -118,6 +124,21 @@ def collect(config: dict, live: Any, dialect: Dialect) -> dict[str, Any]:
         for key in sorted(keys):  # sorted: the payload must not depend on the hash seed
             found[key] = obj
     return found
+
+
+def _identity(ref: dict) -> tuple | None:
+    """What everything :func:`collect` decides about ``ref`` depends on, hashable; ``None`` where it is not."""
+    identity = (
+        ref.get("module"),
+        ref.get("class_name"),
+        ref.get("registered_name"),
+        ref.get("config") if ref.get("class_name") == "function" else None,
+    )
+    try:
+        hash(identity)
+    except TypeError:
+        return None
+    return identity
 
 
 def _is_keras_own(obj: Any) -> bool:

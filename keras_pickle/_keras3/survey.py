@@ -240,23 +240,27 @@ def canonicalize(config: Any) -> tuple[Any, set]:
     """:func:`canonical_config` of ``config``, and the ``shared_object_id`` values of ``config`` it kept."""
     renumbered: dict[Any, int] = {}
 
+    # The walk runs on every dump: a scalar is returned where it is met, never passed to a call.
     def walk(node: Any) -> Any:
         if isinstance(node, dict):
-            stateless = _is_stateless_keras_object(node)
+            stateless = SHARED_OBJECT_KEY in node and _is_stateless_keras_object(node)
             result = {}
             for key, value in node.items():
                 if key != SHARED_OBJECT_KEY:
-                    result[key] = walk(value)
+                    result[key] = value if type(value) in _SCALARS else walk(value)
                 elif not stateless:
                     result[key] = renumbered.setdefault(value, len(renumbered) + 1) if _is_id(value) else value
             return result
         if isinstance(node, list):
-            return [walk(value) for value in node]
+            return [value if type(value) in _SCALARS else walk(value) for value in node]
         if isinstance(node, tuple):
-            return tuple(walk(value) for value in node)
+            return tuple([value if type(value) in _SCALARS else walk(value) for value in node])
         return node
 
     return walk(config), set(renumbered)
+
+
+_SCALARS = frozenset({str, int, float, bool, type(None)})
 
 
 def only_marks_added(config: Any, marked: Any, ids: set[int]) -> bool:

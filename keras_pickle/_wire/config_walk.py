@@ -24,9 +24,13 @@ def iter_nodes(config: Any, descend: Callable[[dict], bool] | None = None) -> It
         if isinstance(node, dict):
             yield node
             if descend is None or descend(node):
-                stack.extend(reversed(node.values()))
+                stack.extend([value for value in reversed(node.values()) if type(value) not in _SCALARS])
         elif isinstance(node, (list, tuple)):
-            stack.extend(reversed(node))
+            stack.extend([value for value in reversed(node) if type(value) not in _SCALARS])
+
+
+_SCALARS = frozenset({str, int, float, bool, type(None)})
+"""JSON's scalar types: never a node, so never put on the walk's stack."""
 
 
 def object_refs(config: Any) -> Iterator[dict]:
