@@ -83,7 +83,11 @@ def dump(
         checksum = _options.dump_options().checksum
     with _options.dumping(_options.DumpOptions(checksum=checksum, in_band=buffer_callback is None)):
         try:
-            pickle.Pickler(file, protocol, buffer_callback=buffer_callback).dump(obj)
+            if isinstance(file, JoinedStream):  # keras_pickle.dumps: every value copied once, when it joins
+                pickler = file.pickler(protocol, buffer_callback)
+            else:
+                pickler = pickle.Pickler(file, protocol, buffer_callback=buffer_callback)
+            pickler.dump(obj)
         except KerasPickleError:
             raise
         except Exception as e:

@@ -1,8 +1,11 @@
-"""An in-memory pickle stream that copies each immutable weight byte exactly once."""
+"""An in-memory pickle stream that copies each weight byte exactly once, and the pickler that writes to it."""
 
 from __future__ import annotations
 
 import io
+import pickle
+import types
+from collections.abc import Callable
 from typing import Any
 
 # Smaller writes are copied at once: joining many small parts costs more than copying them.
@@ -12,28 +15,49 @@ _KEPT_UNCOPIED = 1 << 16
 class JoinedStream:
     """A write-only binary file for ``pickle.Pickler`` whose :meth:`getvalue` is the whole stream.
 
-    ``io.BytesIO`` copies every write into a buffer that grows by reallocation. Here a large
-    write whose memory cannot change is kept as it is: a ``bytes`` object, or a read-only buffer
-    (an in-band ``PickleBuffer`` of a TensorFlow read or a JAX array, immutable snapshots). Every
-    other write is copied when it is written, as ``io.BytesIO`` would, since its memory may change
-    later in the same dump (a PyTorch variable is a writable view of the live tensor).
-    :meth:`getvalue` joins the parts once, into one ``bytes`` of the exact size: each kept byte is
-    copied once. A read-only view of memory that something else writes to must not change until
-    :meth:`getvalue` returns; ``keras_pickle.dumps`` calls it before it returns.
+    ``io.BytesIO`` copies every write into a buffer that grows by reallocation. Here a large write is
+    kept as it is until :meth:`getvalue` joins the parts once, into one ``bytes`` of the exact size, so
+    each kept byte is copied once:
+
+    * a ``bytes`` object, or a read-only buffer (an in-band ``PickleBuffer`` of a TensorFlow read or a
+      JAX array, immutable snapshots), whose memory nothing changes;
+    * a writable buffer (a PyTorch variable, read as a view of the live tensor), whose memory code run
+      later in the same dump could change, only while the pickler is :meth:`pickler`'s: it calls
+      :meth:`settle`, which copies each such part, before it reduces any object whose reduction may
+      run code. A plain ``pickle.Pickler`` gets every writable buffer copied when it is written, as
+      ``io.BytesIO`` would.
+
+    A kept part must not change until :meth:`getvalue` returns; ``keras_pickle.dumps`` calls it before
+    it returns.
     """
 
     def __init__(self) -> None:
         self._parts: list[Any] = []
         self._copied = io.BytesIO()
+        self._unsettled: list[int] = []  # indices into _parts of writable buffers kept as they are
+        self._keeps_writable = False
+
+    def pickler(self, protocol: int, buffer_callback: Callable[[pickle.PickleBuffer], Any] | None) -> pickle.Pickler:
+        """A ``pickle.Pickler`` writing to this stream that settles it before each reduction that may run code."""
+        self._keeps_writable = True
+        return _SettlingPickler(self, protocol, buffer_callback)
 
     def write(self, data: Any) -> int:
         view = memoryview(data).cast("B")
-        if view.nbytes >= _KEPT_UNCOPIED and (type(data) is bytes or view.readonly):
+        if view.nbytes >= _KEPT_UNCOPIED and (type(data) is bytes or view.readonly or self._keeps_writable):
             self._close_copied_part()
+            if not (type(data) is bytes or view.readonly):
+                self._unsettled.append(len(self._parts))
             self._parts.append(data if type(data) is bytes else view)
         else:
             self._copied.write(view)
         return view.nbytes
+
+    def settle(self) -> None:
+        """Copy every kept writable part now: code about to run may change its memory."""
+        for index in self._unsettled:
+            self._parts[index] = bytes(self._parts[index])
+        self._unsettled.clear()
 
     def _close_copied_part(self) -> None:
         if self._copied.tell():
@@ -42,8 +66,44 @@ class JoinedStream:
 
     def getvalue(self) -> bytes:
         self._close_copied_part()
+        self._unsettled.clear()
         if len(self._parts) == 1 and type(self._parts[0]) is bytes:
             return self._parts[0]
         joined = b"".join(self._parts)
         self._parts = [joined]
         return joined
+
+
+_SAVED_WITHOUT_CODE = frozenset(
+    {
+        tuple,
+        list,
+        dict,
+        set,
+        frozenset,
+        bytearray,
+        complex,
+        pickle.PickleBuffer,
+        type,  # a class without a metaclass of its own, saved by reference
+        types.FunctionType,  # saved by reference
+        types.BuiltinFunctionType,
+    }
+)
+"""The types ``pickle`` saves by itself, running no code of the object's (``None``, booleans, ``int``,
+``float``, ``str`` and ``bytes`` never reach ``reducer_override``)."""
+
+
+class _SettlingPickler(pickle.Pickler):
+    """A pickler that settles its :class:`JoinedStream` before it reduces an object of any other type than
+    :data:`_SAVED_WITHOUT_CODE`: that object's ``__reduce_ex__`` (or ``__getstate__``, a copyreg reducer) may
+    change memory the stream keeps. A ``keras_pickle.dumps`` of a model settles nothing after the model's own
+    reduction, which writes its variables: its body holds only such types after them."""
+
+    def __init__(self, stream: JoinedStream, protocol: int, buffer_callback: Callable | None) -> None:
+        super().__init__(stream, protocol, buffer_callback=buffer_callback)
+        self._stream = stream
+
+    def reducer_override(self, obj: Any) -> Any:
+        if type(obj) not in _SAVED_WITHOUT_CODE and self._stream._unsettled:
+            self._stream.settle()
+        return NotImplemented

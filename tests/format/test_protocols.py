@@ -106,6 +106,47 @@ def test_joined_stream_copies_writable_writes_and_keeps_large_immutable_ones_unt
     assert stream.getvalue() == expected + frozen_base.tobytes()  # joining again gives the same bytes
 
 
+class _Fills:
+    """Pickled after an array in one stream: its reducer overwrites the array, as a later object of a dump may."""
+
+    def __init__(self, array, value):
+        self.array, self.value = array, value
+
+    def __reduce__(self):
+        self.array[:] = self.value
+        return str, ("filled",)
+
+
+def test_joined_streams_pickler_keeps_writable_buffers_until_code_could_change_them():
+    """keras_pickle.dumps's pickler keeps a large writable buffer (a PyTorch variable's live memory, written as a
+    PickleBuffer as a body's entries are) uncopied, so that the join is its one copy; before it reduces an
+    object whose reducer may run code, it copies what it kept, so what was written stays written. A plain
+    Pickler on the same stream copies at once."""
+
+    def floats(buffer) -> np.ndarray:
+        return np.frombuffer(buffer, dtype="float32")
+
+    kept = np.zeros(1 << 15, dtype="float32")
+    stream = JoinedStream()
+    stream.pickler(5, None).dump([pickle.PickleBuffer(kept), (1, "two", {3: [4.0]}), str, len])
+    kept[:] = 1  # after the dump, before the join: the join reads the kept memory
+    assert np.array_equal(floats(pickle.loads(stream.getvalue())[0]), kept)
+
+    changed, later = np.zeros(1 << 15, dtype="float32"), np.zeros(1 << 15, dtype="float32")
+    stream = JoinedStream()
+    stream.pickler(5, None).dump([pickle.PickleBuffer(changed), _Fills(changed, 2), pickle.PickleBuffer(later)])
+    assert (changed == 2).all()  # the reducer ran after the buffer was written
+    later[:] = 3  # written after the reducer ran: kept until the join
+    restored = pickle.loads(stream.getvalue())
+    assert not floats(restored[0]).any() and restored[1] == "filled" and (floats(restored[2]) == 3).all()
+
+    copied_at_once = np.zeros(1 << 15, dtype="float32")
+    stream = JoinedStream()
+    pickle.Pickler(stream, 5).dump([pickle.PickleBuffer(copied_at_once)])
+    copied_at_once[:] = 1
+    assert not floats(pickle.loads(stream.getvalue())[0]).any()
+
+
 class _ZeroesTheKernel:
     """Pickled after the model in one stream: its reducer overwrites the model's kernel mid-dump."""
 
