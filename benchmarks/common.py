@@ -268,10 +268,14 @@ def at_least_one(text: str) -> int:
     return int(text)
 
 
-def parser(doc: str, repeat: int = 3, quick: bool = True, prog: str | None = None) -> argparse.ArgumentParser:
-    """A benchmark's options: ``--repeat`` (best of N) and ``--quick`` (tiny models) unless told otherwise."""
+def parser(
+    doc: str, repeat: int = 3, quick: bool = True, prog: str | None = None, summary: str = "best"
+) -> argparse.ArgumentParser:
+    """A benchmark's options: ``--repeat`` (``summary`` of N: ``best`` or ``median``) and ``--quick`` (tiny
+    models) unless told otherwise."""
     parser = argparse.ArgumentParser(prog=prog, description=doc.split("\n\n")[0])
-    parser.add_argument("--repeat", type=at_least_one, default=repeat, help=f"best of N runs (default {repeat})")
+    help_text = f"{summary} of N runs (default {repeat})"
+    parser.add_argument("--repeat", type=at_least_one, default=repeat, help=help_text)
     if quick:
         parser.add_argument("--quick", action="store_true", help="tiny models (a smoke test, not a measurement)")
     return parser

@@ -214,7 +214,7 @@ def report(rows: dict, args) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = common.parser(__doc__, repeat=5)
+    parser = common.parser(__doc__, repeat=5, summary="median")
     parser.add_argument("--backends", nargs="+", choices=BACKENDS, default=list(BACKENDS))
     parser.add_argument("--models", nargs="+", choices=MODELS, default=list(MODELS))
     parser.add_argument("--tasks", type=int, default=8, help="joblib tasks per run (default 8)")
