@@ -175,16 +175,10 @@ def _attribute_names(layer: Any) -> dict[int, str]:
     """``id(sublayer) -> name`` of the attribute that holds it (``dense``, ``blocks/0``).
 
     Public attributes holding a list, tuple or dict of layers count as well;
-    private ones do not (Keras keeps every sublayer in ``_layers``). On PyTorch a layer is a
-    ``torch.nn.Module``, which keeps an attribute holding a module in ``_modules`` instead of
-    ``__dict__``: both are read, so that a variable's key is the same on every backend.
+    private ones do not (Keras keeps every sublayer in ``_layers``).
     """
     names: dict[int, str] = {}
-    attributes = getattr(layer, "__dict__", {})
-    modules = attributes.get("_modules")
-    if isinstance(modules, dict) and modules:
-        attributes = {**attributes, **modules}
-    for name, value in attributes.items():
+    for name, value in getattr(layer, "__dict__", {}).items():
         if isinstance(value, keras.Layer):
             names.setdefault(id(value), name)
         elif name.startswith("_"):

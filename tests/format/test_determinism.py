@@ -265,7 +265,6 @@ def keys_of(data: bytes) -> tuple[list[str], list[str]]:
     return [e[0] for e in body["variables"]], [e[0] for e in body["optimizer_variables"]]
 
 
-@pytest.mark.backends  # a PyTorch layer holds its sublayers in torch.nn.Module._modules, not __dict__
 def test_variable_keys_name_places_in_the_model_not_process_history():
     first = zoo.trained(zoo.subclassed)
     zoo.functional(), zoo.sequential()  # advance Keras's name counters
