@@ -18,6 +18,7 @@ from ._diagnosis import stream_root
 from ._diagnosis.formats import looks_like_keras_native
 from ._keras3 import native_pickle as _native_pickle
 from ._protocol import install as _install
+from ._protocol import mixins as _mixins
 from ._reader import unpickler as _restricted
 from ._reader.prescan import check_lengths, describe_bytes
 from ._rebuild.vetting import globals_policy
@@ -83,8 +84,8 @@ def dump(
         checksum = _options.dump_options().checksum
     with _options.dumping(_options.DumpOptions(checksum=checksum, in_band=buffer_callback is None)):
         try:
-            if isinstance(file, JoinedStream):  # keras_pickle.dumps: every value copied once, when it joins
-                pickler = file.pickler(protocol, buffer_callback)
+            if isinstance(file, JoinedStream) and _mixins.reduced_here(obj):  # keras_pickle.dumps(model): each value
+                pickler = file.pickler(protocol, buffer_callback)  # copied once, when the stream joins
             else:
                 pickler = pickle.Pickler(file, protocol, buffer_callback=buffer_callback)
             pickler.dump(obj)

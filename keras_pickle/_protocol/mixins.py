@@ -11,6 +11,7 @@ keras_pickle only supplies the protocol where Keras's would apply.
 
 from __future__ import annotations
 
+import copyreg
 import pickle
 from collections.abc import Callable
 from typing import Any
@@ -47,6 +48,17 @@ def _user_reducer(obj: Any) -> Callable[[int], Any] | None:
             return lambda protocol: reduce_ex(obj, protocol)
         return lambda protocol: reduce(obj)
     return None
+
+
+def reduced_here(obj: Any) -> bool:
+    """Whether ``pickle`` reduces ``obj`` with keras_pickle's own reducer: its class has one of the mixins' marked
+    ``__reduce_ex__``, defines no pickling hook of its own below the Keras base, and ``copyreg`` names no reducer
+    for it."""
+    return (
+        getattr(getattr(type(obj), "__reduce_ex__", None), _MARK, False)
+        and _user_reducer(obj) is None
+        and type(obj) not in copyreg.dispatch_table
+    )
 
 
 class LayerPickleMixin:

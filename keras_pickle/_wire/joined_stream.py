@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import io
 import pickle
-import types
 from collections.abc import Callable
 from typing import Any
 
@@ -23,8 +22,8 @@ class JoinedStream:
       JAX array, immutable snapshots), whose memory nothing changes;
     * a writable buffer (a PyTorch variable, read as a view of the live tensor), whose memory code run
       later in the same dump could change, only while the pickler is :meth:`pickler`'s: it calls
-      :meth:`settle`, which copies each such part, before it reduces any object whose reduction may
-      run code. A plain ``pickle.Pickler`` gets every writable buffer copied when it is written, as
+      :meth:`settle`, which copies each such part, before it saves any object whose saving may run
+      code. A plain ``pickle.Pickler`` gets every writable buffer copied when it is written, as
       ``io.BytesIO`` would.
 
     A kept part must not change until :meth:`getvalue` returns; ``keras_pickle.dumps`` calls it before
@@ -38,7 +37,8 @@ class JoinedStream:
         self._keeps_writable = False
 
     def pickler(self, protocol: int, buffer_callback: Callable[[pickle.PickleBuffer], Any] | None) -> pickle.Pickler:
-        """A ``pickle.Pickler`` writing to this stream that settles it before each reduction that may run code."""
+        """A ``pickle.Pickler`` writing to this stream that settles it before it saves an object whose saving may run
+        code: for an object whose reducer is keras_pickle's own only (see :class:`_SettlingPickler`)."""
         self._keeps_writable = True
         return _SettlingPickler(self, protocol, buffer_callback)
 
@@ -74,36 +74,23 @@ class JoinedStream:
         return joined
 
 
-_SAVED_WITHOUT_CODE = frozenset(
-    {
-        tuple,
-        list,
-        dict,
-        set,
-        frozenset,
-        bytearray,
-        complex,
-        pickle.PickleBuffer,
-        type,  # a class without a metaclass of its own, saved by reference
-        types.FunctionType,  # saved by reference
-        types.BuiltinFunctionType,
-    }
-)
-"""The types ``pickle`` saves by itself, running no code of the object's (``None``, booleans, ``int``,
-``float``, ``str`` and ``bytes`` never reach ``reducer_override``)."""
-
-
 class _SettlingPickler(pickle.Pickler):
-    """A pickler that settles its :class:`JoinedStream` before it reduces an object of any other type than
-    :data:`_SAVED_WITHOUT_CODE`: that object's ``__reduce_ex__`` (or ``__getstate__``, a copyreg reducer) may
-    change memory the stream keeps. A ``keras_pickle.dumps`` of a model settles nothing after the model's own
-    reduction, which writes its variables: its body holds only such types after them."""
+    """A pickler that settles its :class:`JoinedStream` whenever ``reducer_override`` is called.
+
+    ``pickle`` calls it before it saves any object but ``None``, booleans, ``int``, ``float``, ``str``,
+    ``bytes`` and the exact built-in containers (``tuple``, ``list``, ``dict``, ``set``, ``frozenset``,
+    ``bytearray``) and ``PickleBuffer``: it is the last moment before the object's own code may run (its
+    reducer, or for a class or function saved by reference a metaclass's attribute lookup or an import
+    hook). Code that runs between two items a reducer hands over as a lazy iterator is not preceded by
+    such a call: the caller uses this pickler only for an object whose reducer is keras_pickle's own
+    (``keras_pickle.dumps(model)``), whose body hands over no iterator.
+    """
 
     def __init__(self, stream: JoinedStream, protocol: int, buffer_callback: Callable | None) -> None:
         super().__init__(stream, protocol, buffer_callback=buffer_callback)
         self._stream = stream
 
     def reducer_override(self, obj: Any) -> Any:
-        if type(obj) not in _SAVED_WITHOUT_CODE and self._stream._unsettled:
+        if self._stream._unsettled:
             self._stream.settle()
         return NotImplemented

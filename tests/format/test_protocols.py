@@ -118,33 +118,65 @@ class _Fills:
 
 
 def test_joined_streams_pickler_keeps_writable_buffers_until_code_could_change_them():
-    """keras_pickle.dumps's pickler keeps a large writable buffer (a PyTorch variable's live memory, written as a
-    PickleBuffer as a body's entries are) uncopied, so that the join is its one copy; before it reduces an
-    object whose reducer may run code, it copies what it kept, so what was written stays written. A plain
-    Pickler on the same stream copies at once."""
+    """The pickler keras_pickle.dumps uses for a model keeps a large writable buffer (a PyTorch variable's live
+    memory, written as a PickleBuffer as a body's entries are) uncopied, so that the join is its one copy; before
+    it saves any object whose saving may run code (a reducer; a class or function, whose lookup may run a
+    metaclass's or an import hook), it copies what it kept, so what was written stays written. A plain Pickler on
+    the same stream copies at once."""
 
     def floats(buffer) -> np.ndarray:
         return np.frombuffer(buffer, dtype="float32")
 
     kept = np.zeros(1 << 15, dtype="float32")
     stream = JoinedStream()
-    stream.pickler(5, None).dump([pickle.PickleBuffer(kept), (1, "two", {3: [4.0]}), str, len])
+    stream.pickler(5, None).dump([pickle.PickleBuffer(kept), (1, "two", {3: [4.0]}, None, 2.5)])
     kept[:] = 1  # after the dump, before the join: the join reads the kept memory
     assert np.array_equal(floats(pickle.loads(stream.getvalue())[0]), kept)
 
-    changed, later = np.zeros(1 << 15, dtype="float32"), np.zeros(1 << 15, dtype="float32")
-    stream = JoinedStream()
-    stream.pickler(5, None).dump([pickle.PickleBuffer(changed), _Fills(changed, 2), pickle.PickleBuffer(later)])
-    assert (changed == 2).all()  # the reducer ran after the buffer was written
-    later[:] = 3  # written after the reducer ran: kept until the join
-    restored = pickle.loads(stream.getvalue())
-    assert not floats(restored[0]).any() and restored[1] == "filled" and (floats(restored[2]) == 3).all()
+    for code_may_run in (_Fills, str, len):  # a reducer; a class and a function saved by reference
+        changed, later = np.zeros(1 << 15, dtype="float32"), np.zeros(1 << 15, dtype="float32")
+        stream = JoinedStream()
+        after = _Fills(changed, 2) if code_may_run is _Fills else code_may_run
+        stream.pickler(5, None).dump([pickle.PickleBuffer(changed), after, pickle.PickleBuffer(later)])
+        changed[:] = 2  # what code run by the object after it could have done
+        later[:] = 3  # written after that object: kept until the join
+        restored = pickle.loads(stream.getvalue())
+        assert not floats(restored[0]).any() and (floats(restored[2]) == 3).all(), code_may_run
 
     copied_at_once = np.zeros(1 << 15, dtype="float32")
     stream = JoinedStream()
     pickle.Pickler(stream, 5).dump([pickle.PickleBuffer(copied_at_once)])
     copied_at_once[:] = 1
     assert not floats(pickle.loads(stream.getvalue())[0]).any()
+
+
+class _YieldsThenZeroes:
+    """Its reducer hands pickle the items of a list as a lazy iterator: the model, then, before the next item, code
+    that zeroes the model's kernel; pickle calls no hook between two items."""
+
+    def __init__(self, model):
+        self.model = model
+
+    def __reduce__(self):
+        def items():
+            yield self.model
+            yield "saved"  # pickle takes two items before it saves the first
+            kernel = self.model.layers[0].kernel
+            kernel.assign(np.zeros(kernel.shape, kernel.dtype))
+            yield "done"
+
+        return list, (), None, items()
+
+
+def test_dumps_keeps_the_values_written_when_a_lazy_iterator_changes_them_later():
+    """keras_pickle.dumps keeps values uncopied until its join only for a model it reduces itself: anything else
+    (here an object whose items come from a generator) is written with every value copied when it is written."""
+    model = keras.Sequential([keras.Input((128,)), keras.layers.Dense(256)])
+    before = keras.ops.convert_to_numpy(model.layers[0].kernel).copy()
+    data = keras_pickle.dumps(_YieldsThenZeroes(model), protocol=5, checksum=True)
+    restored, saved, note = keras_pickle.loads(data, safe_mode=False)  # the checksum, taken at capture, verifies
+    assert (saved, note) == ("saved", "done") and not keras.ops.convert_to_numpy(model.layers[0].kernel).any()
+    np.testing.assert_array_equal(keras.ops.convert_to_numpy(restored.layers[0].kernel), before)
 
 
 class _ZeroesTheKernel:
