@@ -127,18 +127,29 @@ def collect(config: dict, live: Any, dialect: Dialect) -> dict[str, Any]:
 
 
 def _identity(ref: dict) -> tuple | None:
-    """What everything :func:`collect` decides about ``ref`` depends on, hashable; ``None`` where it is not."""
-    identity = (
-        ref.get("module"),
-        ref.get("class_name"),
-        ref.get("registered_name"),
-        ref.get("config") if ref.get("class_name") == "function" else None,
-    )
+    """What everything :func:`collect` decides about ``ref`` depends on, each value with its type (``1``, ``1.0``
+    and ``True`` are equal keys, but not equal names); ``None`` where it is not hashable.
+
+    A class entry's ``config`` (a dict) stands as one marker: :func:`collect` compares it with the registered
+    name only, which a dict never equals. A function entry's ``config`` is its name, so it must be hashable.
+    """
+    config = ref.get("config")
+    try:
+        hash(config)
+    except TypeError:
+        if ref.get("class_name") == "function":
+            return None
+        config = _UNHASHABLE_CONFIG
+    values = (ref.get("module"), ref.get("class_name"), ref.get("registered_name"), config)
+    identity = tuple((type(value), value) for value in values)
     try:
         hash(identity)
     except TypeError:
         return None
     return identity
+
+
+_UNHASHABLE_CONFIG = object()
 
 
 def _is_keras_own(obj: Any) -> bool:
