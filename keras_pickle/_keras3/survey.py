@@ -34,6 +34,8 @@ import keras
 from keras.src.models.functional import Functional
 from keras.src.utils.naming import to_snake_case
 
+from .._wire.config_walk import JSON_SCALARS
+
 SHARED_OBJECT_KEY = "shared_object_id"
 
 
@@ -247,20 +249,17 @@ def canonicalize(config: Any) -> tuple[Any, set]:
             result = {}
             for key, value in node.items():
                 if key != SHARED_OBJECT_KEY:
-                    result[key] = value if type(value) in _SCALARS else walk(value)
+                    result[key] = value if type(value) in JSON_SCALARS else walk(value)
                 elif not stateless:
                     result[key] = renumbered.setdefault(value, len(renumbered) + 1) if _is_id(value) else value
             return result
         if isinstance(node, list):
-            return [value if type(value) in _SCALARS else walk(value) for value in node]
+            return [value if type(value) in JSON_SCALARS else walk(value) for value in node]
         if isinstance(node, tuple):
-            return tuple([value if type(value) in _SCALARS else walk(value) for value in node])
+            return tuple([value if type(value) in JSON_SCALARS else walk(value) for value in node])
         return node
 
     return walk(config), set(renumbered)
-
-
-_SCALARS = frozenset({str, int, float, bool, type(None)})
 
 
 def only_marks_added(config: Any, marked: Any, ids: set[int]) -> bool:

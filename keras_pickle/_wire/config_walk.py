@@ -24,12 +24,12 @@ def iter_nodes(config: Any, descend: Callable[[dict], bool] | None = None) -> It
         if isinstance(node, dict):
             yield node
             if descend is None or descend(node):
-                stack.extend([value for value in reversed(node.values()) if type(value) not in _SCALARS])
+                stack.extend([value for value in reversed(node.values()) if type(value) not in JSON_SCALARS])
         elif isinstance(node, (list, tuple)):
-            stack.extend([value for value in reversed(node) if type(value) not in _SCALARS])
+            stack.extend([value for value in reversed(node) if type(value) not in JSON_SCALARS])
 
 
-_SCALARS = frozenset({str, int, float, bool, type(None)})
+JSON_SCALARS = frozenset({str, int, float, bool, type(None)})
 """JSON's scalar types: never a node, so never put on the walk's stack."""
 
 
