@@ -44,9 +44,10 @@ class JoinedStream:
 
     def write(self, data: Any) -> int:
         view = memoryview(data).cast("B")
-        if view.nbytes >= _KEPT_UNCOPIED and (type(data) is bytes or view.readonly or self._keeps_writable):
+        immutable = type(data) is bytes or view.readonly
+        if view.nbytes >= _KEPT_UNCOPIED and (immutable or self._keeps_writable):
             self._close_copied_part()
-            if not (type(data) is bytes or view.readonly):
+            if not immutable:
                 self._unsettled.append(len(self._parts))
             self._parts.append(data if type(data) is bytes else view)
         else:
